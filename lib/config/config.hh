@@ -1,0 +1,162 @@
+// The operator's configuration as typed values, with every default in one place.
+// load_config() parses JSON-with-comments and validates it; errors carry FILE:LINE:COL.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "lib/common/net.hh"
+
+namespace ferry::config {
+
+// "auto" | "on" | "off" switches for probed kernel features.
+enum class Tristate { automatic, on, off };
+enum class XdpMode { automatic, native, generic };
+enum class IoReadyMode { inbox, global, index };
+enum class BalancePolicy { maglev, round_robin, least_connections };
+// proxy: forward to backends (balance for UDP, L4 proxy for TCP); echo: TCP echo on the io_uring
+// runtime; reflect: UDP swap-and-return on the AF_XDP path.
+enum class ServiceMode { proxy, echo, reflect };
+
+struct Protocols {
+  bool udp = false;
+  bool tcp = false;
+  bool operator==(const Protocols&) const = default;
+};
+
+struct TcpControlConfig {
+  std::optional<net::Endpoint> listen;      // null: TCP control off (the default)
+  std::optional<std::string> token_file;    // required when listen is set
+};
+
+struct ControlConfig {
+  std::string socket = "/run/ferry/ferryd.sock";
+  mode_t mode = 0660;
+  std::optional<std::string> group = "ferry";  // null: keep the daemon's primary group
+  TcpControlConfig tcp;
+};
+
+struct MetricsConfig {
+  std::optional<net::Endpoint> listen = net::Endpoint::parse("127.0.0.1:9469");  // null: off
+};
+
+struct LogConfig {
+  std::string level = "info";  // debug | info | notice | warning | error
+};
+
+struct XdpInterfaceConfig {
+  std::string name;
+  std::optional<std::vector<std::uint32_t>> queues;  // nullopt: "all" queues of the device
+  XdpMode mode = XdpMode::automatic;
+  Tristate zerocopy = Tristate::automatic;
+};
+
+struct UmemConfig {
+  std::uint32_t frames = 16384;      // power of two, 64..1048576
+  std::uint32_t frame_bytes = 4096;  // 2048 or 4096
+};
+
+struct RingConfig {
+  std::uint32_t fill = 4096;  // each a power of two, 64..65536
+  std::uint32_t completion = 2048;
+  std::uint32_t rx = 2048;
+  std::uint32_t tx = 2048;
+};
+
+struct XdpConfig {
+  std::vector<XdpInterfaceConfig> interfaces;
+  UmemConfig umem;
+  RingConfig rings;
+  std::vector<net::Prefix> drop;
+};
+
+struct BufferConfig {
+  std::uint32_t count = 256;     // power of two, 1..32768
+  std::uint32_t bytes = 16384;   // 512..1048576
+  Tristate bundle = Tristate::automatic;
+  Tristate incremental = Tristate::automatic;
+};
+
+struct SchedulerConfig {
+  IoReadyMode io_ready = IoReadyMode::inbox;
+};
+
+struct TcpConfig {
+  std::uint32_t workers = 2;  // 1..256
+  BufferConfig buffers;
+  SchedulerConfig scheduler;
+};
+
+struct HealthCheckConfig {
+  std::uint32_t interval_ms = 1000;
+  std::uint32_t timeout_ms = 500;  // < interval_ms
+  std::uint32_t rise = 2;
+  std::uint32_t fall = 3;
+};
+
+struct ServiceConfig {
+  std::string name;  // [A-Za-z0-9_.-]{1,64}, unique
+  net::IpAddress vip;
+  std::uint16_t port = 0;  // 1..65535
+  Protocols protocols{.udp = true, .tcp = false};
+  std::vector<net::Endpoint> backends;
+  BalancePolicy balance = BalancePolicy::maglev;
+  ServiceMode mode = ServiceMode::proxy;
+  std::optional<HealthCheckConfig> health;  // null: backends are always considered up
+};
+
+struct RouteConfig {
+  net::Prefix prefix;
+  std::string via;  // egress interface; must be one of xdp.interfaces
+  Protocols protocols{.udp = true, .tcp = false};
+};
+
+struct Config {
+  std::string source_path;  // the file this was read from
+  ControlConfig control;
+  MetricsConfig metrics;
+  LogConfig log;
+  XdpConfig xdp;
+  TcpConfig tcp;
+  std::vector<ServiceConfig> services;
+  std::vector<RouteConfig> routes;
+};
+
+// A rejected configuration: where, and why. what() is "FILE:LINE:COL: message".
+class ConfigError : public std::runtime_error {
+ public:
+  ConfigError(std::string file, int line, int column, std::string message);
+  const std::string& file() const { return file_; }
+  int line() const { return line_; }
+  int column() const { return column_; }
+  const std::string& message() const { return message_; }
+
+ private:
+  std::string file_;
+  int line_;
+  int column_;
+  std::string message_;
+};
+
+// Reads and validates `path`. Throws ConfigError (also for I/O errors, at line 0 col 0).
+Config load_config(const std::string& path);
+// Same, from text already in memory; `name` is used in error messages.
+Config parse_config(const std::string& text, const std::string& name);
+
+// The effective configuration, every default filled in, in the same shape as the file.
+nlohmann::json to_json(const Config& config);
+
+std::string_view to_string(Tristate v);
+std::string_view to_string(XdpMode v);
+std::string_view to_string(IoReadyMode v);
+std::string_view to_string(BalancePolicy v);
+std::string_view to_string(ServiceMode v);
+
+}  // namespace ferry::config
