@@ -1,0 +1,90 @@
+// ferryd: parses the command line, loads the config and hands over to lifecycle::Daemon.
+#include <sysexits.h>
+
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <string_view>
+
+#include "lib/common/log.hh"
+#include "lib/config/config.hh"
+#include "lib/lifecycle/daemon.hh"
+
+namespace {
+
+constexpr const char* kDefaultConfig = "/etc/ferry/ferryd.json";
+
+void usage(std::FILE* out) {
+  std::fprintf(out,
+               "usage: ferryd [--config FILE] [--check-config] [--log-level LEVEL]\n"
+               "       ferryd --version | --help\n"
+               "\n"
+               "  --config FILE      configuration file (default %s)\n"
+               "  --check-config     validate the configuration and exit: 0 if valid, 78 with\n"
+               "                     FILE:LINE:COL: message on stderr if not\n"
+               "  --log-level LEVEL  debug|info|notice|warning|error; overrides log.level\n"
+               "\n"
+               "Runs in the foreground (systemd Type=notify). SIGHUP reloads the configuration,\n"
+               "SIGTERM/SIGINT stop gracefully.\n",
+               kDefaultConfig);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string config_path = kDefaultConfig;
+  std::string level_override;
+  bool check_only = false;
+  for (int i = 1; i < argc; ++i) {
+    std::string_view arg = argv[i];
+    auto value = [&](std::string_view name) -> std::string {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "ferryd: %.*s needs a value\n", static_cast<int>(name.size()), name.data());
+        std::exit(EX_USAGE);
+      }
+      return argv[++i];
+    };
+    if (arg == "--config" || arg == "-c") {
+      config_path = value(arg);
+    } else if (arg.starts_with("--config=")) {
+      config_path = std::string(arg.substr(9));
+    } else if (arg == "--check-config") {
+      check_only = true;
+    } else if (arg == "--log-level") {
+      level_override = value(arg);
+    } else if (arg == "--version") {
+      std::printf("ferryd %s\n", FERRY_VERSION);
+      return 0;
+    } else if (arg == "--help" || arg == "-h") {
+      usage(stdout);
+      return 0;
+    } else {
+      std::fprintf(stderr, "ferryd: unknown argument '%s'\n", argv[i]);
+      usage(stderr);
+      return EX_USAGE;
+    }
+  }
+
+  ferry::config::Config config;
+  try {
+    config = ferry::config::load_config(config_path);
+  } catch (const ferry::config::ConfigError& e) {
+    std::fprintf(stderr, "%s\n", e.what());
+    return EX_CONFIG;
+  }
+  if (check_only) {
+    std::printf("%s: configuration is valid\n", config_path.c_str());
+    return 0;
+  }
+
+  ferry::log::Level level = ferry::log::Level::info;
+  ferry::log::parse_level(config.log.level, level);
+  if (!level_override.empty() && !ferry::log::parse_level(level_override, level)) {
+    std::fprintf(stderr, "ferryd: --log-level: unknown level '%s'\n", level_override.c_str());
+    return EX_USAGE;
+  }
+  ferry::log::init(level);
+  ferry::log::info("ferryd {} starting with {}", FERRY_VERSION, config_path);
+  ferry::lifecycle::Daemon daemon(config_path, std::move(config));
+  return daemon.run();
+}

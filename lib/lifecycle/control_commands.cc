@@ -1,0 +1,205 @@
+// The daemon's control commands (status, stats, services, workers, config, reload) and the
+// reload itself: all run on the control thread.
+#include <unistd.h>
+
+#include <fmt/chrono.h>
+
+#include "lib/common/log.hh"
+#include "lib/control/protocol.hh"
+#include "lib/lifecycle/daemon_state.hh"
+#include "lib/metrics/prometheus.hh"
+
+namespace ferry::lifecycle {
+namespace {
+
+using nlohmann::json;
+
+std::string iso8601(std::chrono::system_clock::time_point t) {
+  return fmt::format("{:%Y-%m-%dT%H:%M:%SZ}", fmt::gmtime(std::chrono::system_clock::to_time_t(t)));
+}
+
+json protocols_json(const config::Protocols& p) {
+  json out = json::array();
+  if (p.udp) out.push_back("udp");
+  if (p.tcp) out.push_back("tcp");
+  return out;
+}
+
+// Which parts of a new config only take effect after a restart.
+std::vector<std::string> restart_required(const config::Config& running, const config::Config& next) {
+  std::vector<std::string> keys;
+  const auto& a = running.control;
+  const auto& b = next.control;
+  if (a.socket != b.socket) keys.push_back("control.socket");
+  if (a.mode != b.mode) keys.push_back("control.mode");
+  if (a.group != b.group) keys.push_back("control.group");
+  if (a.tcp.listen != b.tcp.listen || a.tcp.token_file != b.tcp.token_file) {
+    keys.push_back("control.tcp");
+  }
+  if (running.metrics.listen != next.metrics.listen) keys.push_back("metrics.listen");
+  return keys;
+}
+
+}  // namespace
+
+std::string Daemon::State::summary() const {
+  std::size_t udp = 0, tcp = 0;
+  for (const auto& svc : config->services) {
+    udp += svc.protocols.udp;
+    tcp += svc.protocols.tcp;
+  }
+  return fmt::format("{} services ({} udp, {} tcp), {} routes, XDP on {} interfaces; control {}; "
+                     "metrics {}",
+                     config->services.size(), udp, tcp, config->routes.size(),
+                     xdp ? xdp->attached_count() : 0, config->control.socket,
+                     config->metrics.listen ? config->metrics.listen->to_string() : "off");
+}
+
+json Daemon::State::reload(const std::string& reason) {
+  log::info("reloading {} ({})", config_path, reason);
+  config::Config next;
+  try {
+    next = config::load_config(config_path);
+  } catch (const config::ConfigError& e) {
+    ++reload_failures;
+    last_reload_error = e.what();
+    log::error("reload rejected, the running configuration stays in force: {}", e.what());
+    throw control::CommandError("rejected", e.what());
+  }
+  try {
+    xdp->apply(next.xdp);
+  } catch (const std::exception& e) {
+    ++reload_failures;
+    last_reload_error = e.what();
+    log::error("reload rejected, the running configuration stays in force: {}", e.what());
+    xdp->apply(config->xdp);  // re-establish what the old config had, if the change removed any
+    throw control::CommandError("rejected", e.what());
+  }
+  auto pending = restart_required(*config, next);
+  for (const auto& key : pending) {
+    log::warning("reload: {} changed; the new value takes effect after a restart", key);
+  }
+  // Keys that need a restart keep their running values, so status tells the truth.
+  next.control = config->control;
+  next.metrics = config->metrics;
+  log::Level level;
+  if (log::parse_level(next.log.level, level)) log::set_threshold(level);
+  config = std::make_shared<const config::Config>(std::move(next));
+  config_loaded_at = std::chrono::system_clock::now();
+  ++reloads;
+  last_reload_error.reset();
+  log::notice("reloaded {}: {}", config_path, summary());
+  return {{"reloaded", true}, {"config_path", config_path}, {"restart_required", pending}};
+}
+
+void Daemon::State::register_commands() {
+  using control::Access;
+  control::add_help_command(commands);
+
+  commands.add("status", Access::read, "daemon state, versions, interfaces and reload history",
+               [this](const json&, const control::Peer&) {
+                 auto uptime = std::chrono::duration<double>(std::chrono::steady_clock::now() -
+                                                             started_steady);
+                 auto beats = heartbeats.inspect(kStaleAfter);
+                 std::size_t alive = 0;
+                 for (const auto& b : beats) alive += b.alive;
+                 return json{
+                     {"version", FERRY_VERSION},
+                     {"pid", static_cast<int>(getpid())},
+                     {"state", "running"},
+                     {"uptime_seconds", uptime.count()},
+                     {"config_path", config_path},
+                     {"config_loaded_at", iso8601(config_loaded_at)},
+                     {"reloads", reloads},
+                     {"reload_failures", reload_failures},
+                     {"last_reload_error", last_reload_error ? json(*last_reload_error) : json()},
+                     {"control",
+                      {{"socket", config->control.socket},
+                       {"connections", control ? control->open_connections() : 0}}},
+                     {"metrics", metrics_http ? json{{"listen", metrics_http->local_endpoint().to_string()}}
+                                              : json()},
+                     {"xdp", xdp ? xdp->status() : json()},
+                     {"services", config->services.size()},
+                     {"routes", config->routes.size()},
+                     {"workers", {{"total", beats.size()}, {"alive", alive}}},
+                 };
+               });
+
+  commands.add("stats", Access::read,
+               "every metric as a snapshot; args {\"prefix\":\"ferry_xdp\"} filters by name",
+               [this](const json& args, const control::Peer&) {
+                 std::string prefix;
+                 if (args.contains("prefix")) {
+                   if (!args["prefix"].is_string()) {
+                     throw control::CommandError("bad_args", "args.prefix must be a string");
+                   }
+                   prefix = args["prefix"].get<std::string>();
+                 }
+                 auto snapshot = registry.snapshot();
+                 std::erase_if(snapshot, [&](const metrics::Family& f) {
+                   return f.name.compare(0, prefix.size(), prefix) != 0;
+                 });
+                 return metrics::encode_json(snapshot);
+               });
+
+  commands.add("services", Access::read, "configured services and their backends",
+               [this](const json&, const control::Peer&) {
+                 json out = json::array();
+                 for (const auto& svc : config->services) {
+                   json backends = json::array();
+                   for (const auto& b : svc.backends) {
+                     // Health checks arrive with the TCP proxy; until then state is unknown.
+                     backends.push_back({{"address", b.to_string()}, {"state", "unknown"}});
+                   }
+                   out.push_back({{"name", svc.name},
+                                  {"vip", svc.vip.to_string()},
+                                  {"port", svc.port},
+                                  {"protocols", protocols_json(svc.protocols)},
+                                  {"mode", config::to_string(svc.mode)},
+                                  {"balance", config::to_string(svc.balance)},
+                                  {"backends", std::move(backends)}});
+                 }
+                 return json{{"services", std::move(out)}};
+               });
+
+  commands.add("workers", Access::read, "the daemon's threads and their liveness",
+               [this](const json&, const control::Peer&) {
+                 json out = json::array();
+                 for (const auto& b : heartbeats.inspect(kStaleAfter)) {
+                   out.push_back({{"name", b.name},
+                                  {"kind", b.kind},
+                                  {"alive", b.alive},
+                                  {"heartbeat_age_ms", b.age.count()}});
+                 }
+                 return json{{"workers", std::move(out)}};
+               });
+
+  commands.add("config", Access::read, "the effective running configuration, defaults filled in",
+               [this](const json&, const control::Peer&) {
+                 return json{{"path", config_path}, {"config", config::to_json(*config)}};
+               });
+
+  commands.add("reload", Access::admin,
+               "re-read the config file; an invalid file is rejected and the running one stays",
+               [this](const json&, const control::Peer& peer) {
+                 return reload(fmt::format("ferryctl reload by uid {} pid {}", peer.uid, peer.pid));
+               });
+}
+
+void Daemon::State::collect(metrics::SnapshotBuilder& out) const {
+  out.counter("ferry_config_reloads_total", "Successful configuration reloads.", {},
+              static_cast<double>(reloads));
+  out.counter("ferry_config_reload_failures_total",
+              "Rejected configuration reloads (the running configuration stayed in force).", {},
+              static_cast<double>(reload_failures));
+  out.gauge("ferry_config_last_reload_successful",
+            "1 if the last reload succeeded or none was attempted, 0 if it was rejected.", {},
+            last_reload_error ? 0 : 1);
+  for (const auto& b : heartbeats.inspect(kStaleAfter)) {
+    out.gauge("ferry_thread_heartbeat_age_seconds",
+              "Time since each daemon thread last showed progress.",
+              {{"worker", b.name}, {"kind", b.kind}}, static_cast<double>(b.age.count()) / 1000.0);
+  }
+}
+
+}  // namespace ferry::lifecycle

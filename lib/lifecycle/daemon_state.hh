@@ -1,0 +1,69 @@
+// What the daemon owns while it runs, in construction order (teardown is the reverse). Shared by
+// daemon.cc (lifecycle) and control_commands.cc (what the control commands read and change).
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+
+#include "lib/config/config.hh"
+#include "lib/control/commands.hh"
+#include "lib/control/server.hh"
+#include "lib/lifecycle/daemon.hh"
+#include "lib/lifecycle/heartbeat.hh"
+#include "lib/lifecycle/systemd_notifier.hh"
+#include "lib/metrics/http_server.hh"
+#include "lib/metrics/registry.hh"
+#include "lib/xdp/xdp_plane.hh"
+
+namespace ferry::lifecycle {
+
+inline constexpr std::chrono::milliseconds kHeartbeatPeriod{250};
+inline constexpr std::chrono::milliseconds kStaleAfter{3000};
+
+struct Daemon::State {
+  State(std::string path, config::Config initial);
+
+  // Re-reads the config file and applies it; on an invalid file the running config stays and
+  // control::CommandError("rejected", "FILE:LINE:COL: message") is thrown. Control thread only.
+  nlohmann::json reload(const std::string& reason);
+  std::string summary() const;
+  void register_commands();
+  void collect(metrics::SnapshotBuilder& out) const;
+
+  const std::string config_path;
+  std::shared_ptr<const config::Config> config;  // read and swapped on the control thread only
+  std::chrono::system_clock::time_point started_at = std::chrono::system_clock::now();
+  std::chrono::steady_clock::time_point started_steady = std::chrono::steady_clock::now();
+  std::chrono::system_clock::time_point config_loaded_at = started_at;
+  std::uint64_t reloads = 0;
+  std::uint64_t reload_failures = 0;
+  std::optional<std::string> last_reload_error;
+
+  SystemdNotifier notifier;
+  metrics::Registry registry;
+  HeartbeatBoard heartbeats;
+  boost::asio::io_context io;
+  control::AccessPolicy policy;
+  control::CommandTable commands;
+  metrics::Registry::Handle process_metrics;
+  metrics::Registry::Handle daemon_metrics;
+  std::unique_ptr<control::ControlServer> control;
+  std::unique_ptr<metrics::MetricsHttpServer> metrics_http;
+  std::unique_ptr<xdp::XdpPlane> xdp;
+
+  // The control thread: runs `io` and beats its heartbeat from a timer on the same loop, so a
+  // wedged handler stops the beat and the watchdog notices.
+  std::optional<boost::asio::executor_work_guard<boost::asio::io_context::executor_type>> work;
+  boost::asio::steady_timer heartbeat_timer{io};
+  std::shared_ptr<Heartbeat> control_heartbeat;
+  std::thread control_thread;
+};
+
+}  // namespace ferry::lifecycle

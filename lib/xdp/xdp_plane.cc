@@ -1,0 +1,94 @@
+// The XDP side of the daemon: the program, its attachments, their status and their counters.
+#include "lib/xdp/xdp_plane.hh"
+
+#include "lib/common/log.hh"
+
+namespace ferry::xdp {
+namespace {
+
+constexpr const char* kActionNames[bpf::FERRY_ACTION_COUNT] = {"pass", "drop", "redirect",
+                                                                "malformed"};
+constexpr const char* kPacketsHelp = "Frames seen by the XDP program, by verdict.";
+constexpr const char* kBytesHelp = "Bytes of frames seen by the XDP program, by verdict.";
+constexpr const char* kAttachedHelp = "1 for each interface the XDP program is attached to.";
+
+}  // namespace
+
+XdpPlane::XdpPlane(metrics::Registry& registry) {
+  metrics_ = registry.add([this](metrics::SnapshotBuilder& out) { collect(out); });
+}
+
+XdpPlane::~XdpPlane() {
+  metrics_.reset();
+  for (auto& [name, attachment] : attachments_) {
+    log::info("{}: detaching XDP program", name);
+    attachment.reset();
+  }
+  attachments_.clear();
+  program_.reset();
+}
+
+void XdpPlane::apply(const config::XdpConfig& config) {
+  std::map<std::string, const config::XdpInterfaceConfig*> wanted;
+  for (const auto& iface : config.interfaces) wanted[iface.name] = &iface;
+
+  for (auto it = attachments_.begin(); it != attachments_.end();) {
+    auto w = wanted.find(it->first);
+    if (w == wanted.end() || w->second->mode != it->second->requested()) {
+      log::info("{}: detaching XDP program ({})", it->first,
+                w == wanted.end() ? "interface removed from config" : "mode changed");
+      it = attachments_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  if (wanted.empty()) {
+    program_.reset();
+    return;
+  }
+  if (!program_) program_ = std::make_unique<XdpProgram>();
+
+  std::vector<std::string> added;
+  try {
+    for (const auto& [name, iface] : wanted) {
+      if (attachments_.count(name)) continue;
+      attachments_[name] = program_->attach(*iface);
+      added.push_back(name);
+    }
+  } catch (...) {
+    for (const auto& name : added) attachments_.erase(name);
+    throw;
+  }
+}
+
+nlohmann::json XdpPlane::status() const {
+  nlohmann::json interfaces = nlohmann::json::array();
+  for (const auto& [name, a] : attachments_) {
+    interfaces.push_back({{"name", name},
+                          {"ifindex", a->ifindex()},
+                          {"mode", std::string(to_string(a->mode()))},
+                          {"attached", true}});
+  }
+  return {{"program_loaded", program_ != nullptr}, {"interfaces", std::move(interfaces)}};
+}
+
+void XdpPlane::collect(metrics::SnapshotBuilder& out) const {
+  out.declare("ferry_xdp_packets_total", kPacketsHelp, metrics::Type::counter);
+  out.declare("ferry_xdp_bytes_total", kBytesHelp, metrics::Type::counter);
+  out.declare("ferry_xdp_attached", kAttachedHelp, metrics::Type::gauge);
+  if (program_) {
+    auto totals = program_->read_action_totals();
+    for (std::size_t i = 0; i < totals.size(); ++i) {
+      out.counter("ferry_xdp_packets_total", kPacketsHelp, {{"action", kActionNames[i]}},
+                  static_cast<double>(totals[i].packets));
+      out.counter("ferry_xdp_bytes_total", kBytesHelp, {{"action", kActionNames[i]}},
+                  static_cast<double>(totals[i].bytes));
+    }
+  }
+  for (const auto& [name, a] : attachments_) {
+    out.gauge("ferry_xdp_attached", kAttachedHelp, {{"iface", name}, {"mode", std::string(to_string(a->mode()))}},
+              1);
+  }
+}
+
+}  // namespace ferry::xdp

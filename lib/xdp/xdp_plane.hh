@@ -1,0 +1,42 @@
+// The XDP side of the daemon: the program (loaded only when an interface is configured), its
+// attachments, their status and their counters. Lives on the control thread.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "lib/config/config.hh"
+#include "lib/metrics/registry.hh"
+#include "lib/xdp/xdp_program.hh"
+
+namespace ferry::xdp {
+
+class XdpPlane {
+ public:
+  explicit XdpPlane(metrics::Registry& registry);
+  ~XdpPlane();  // detaches every interface, then unloads the program (reverse of setup)
+  XdpPlane(const XdpPlane&) = delete;
+  XdpPlane& operator=(const XdpPlane&) = delete;
+
+  // Brings the attachments in line with `config`: detaches interfaces no longer listed or whose
+  // mode changed, attaches new ones. All-or-nothing for additions: on a failure the attachments
+  // made by this call are undone and std::runtime_error is thrown.
+  void apply(const config::XdpConfig& config);
+
+  // {"program_loaded":bool,"interfaces":[{"name","ifindex","mode","attached"}]}
+  nlohmann::json status() const;
+  std::size_t attached_count() const { return attachments_.size(); }
+
+ private:
+  void collect(metrics::SnapshotBuilder& out) const;
+
+  std::unique_ptr<XdpProgram> program_;
+  std::map<std::string, std::unique_ptr<XdpAttachment>> attachments_;  // by interface name
+  metrics::Registry::Handle metrics_;  // first to go: the collector reads the members above
+};
+
+}  // namespace ferry::xdp

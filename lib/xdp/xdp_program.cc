@@ -1,0 +1,102 @@
+// ferry's XDP program loaded from its embedded skeleton, and its attachments to interfaces.
+#include "lib/xdp/xdp_program.hh"
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include <linux/if_link.h>
+#include <net/if.h>
+
+#include <cerrno>
+#include <cstring>
+#include <stdexcept>
+
+#include "ferry.skel.h"
+#include "lib/common/log.hh"
+
+namespace ferry::xdp {
+namespace {
+
+std::string errno_text(int err) { return std::strerror(err < 0 ? -err : err); }
+
+int link_xdp(int prog_fd, int ifindex, __u32 flags) {
+  LIBBPF_OPTS(bpf_link_create_opts, opts, .flags = flags);
+  int fd = bpf_link_create(prog_fd, ifindex, BPF_XDP, &opts);
+  return fd < 0 ? -errno : fd;
+}
+
+}  // namespace
+
+std::string_view to_string(AttachMode mode) { return mode == AttachMode::native ? "native" : "generic"; }
+
+XdpAttachment::XdpAttachment(std::string ifname, int ifindex, AttachMode mode, UniqueFd link)
+    : ifname_(std::move(ifname)), ifindex_(ifindex), mode_(mode), link_(std::move(link)) {}
+
+XdpProgram::XdpProgram() {
+  skeleton_ = ferry_bpf__open_and_load();
+  if (!skeleton_) {
+    int err = errno;
+    throw std::runtime_error("loading the XDP program failed: " + errno_text(err) +
+                             (err == EPERM ? " (ferryd needs CAP_BPF and CAP_NET_ADMIN)" : ""));
+  }
+}
+
+XdpProgram::~XdpProgram() { ferry_bpf__destroy(skeleton_); }
+
+int XdpProgram::program_fd() const { return bpf_program__fd(skeleton_->progs.ferry_xdp); }
+
+std::unique_ptr<XdpAttachment> XdpProgram::attach(const config::XdpInterfaceConfig& iface) const {
+  unsigned ifindex = if_nametoindex(iface.name.c_str());
+  if (ifindex == 0) {
+    throw std::runtime_error("xdp.interfaces: " + iface.name + ": no such interface (" +
+                             errno_text(errno) + ")");
+  }
+  int fd = -EINVAL;
+  AttachMode mode = AttachMode::native;
+  if (iface.mode != config::XdpMode::generic) {
+    fd = link_xdp(program_fd(), static_cast<int>(ifindex), XDP_FLAGS_DRV_MODE);
+    if (fd < 0 && iface.mode == config::XdpMode::native) {
+      throw std::runtime_error(iface.name + ": attaching XDP in native mode failed: " +
+                               errno_text(fd) + " (set xdp.interfaces[].mode to \"auto\" or " +
+                               "\"generic\" if the driver has no native XDP)");
+    }
+    if (fd < 0) {
+      log::warning("{}: XDP native mode not supported by the driver? ({}); falling back to generic "
+                   "(set xdp.interfaces[].mode to \"generic\" to silence)",
+                   iface.name, errno_text(fd));
+    }
+  }
+  if (fd < 0) {
+    mode = AttachMode::generic;
+    fd = link_xdp(program_fd(), static_cast<int>(ifindex), XDP_FLAGS_SKB_MODE);
+    if (fd < 0) {
+      std::string hint = fd == -EBUSY || fd == -EEXIST
+                             ? " (another XDP program is attached: is another ferryd running? "
+                               "`ip link show " + iface.name + "` shows it)"
+                             : "";
+      throw std::runtime_error(iface.name + ": attaching XDP failed: " + errno_text(fd) + hint);
+    }
+  }
+  log::info("{}: XDP program attached in {} mode (ifindex {})", iface.name, to_string(mode), ifindex);
+  auto attachment = std::make_unique<XdpAttachment>(iface.name, static_cast<int>(ifindex), mode,
+                                                    UniqueFd(fd));
+  attachment->set_requested(iface.mode);
+  return attachment;
+}
+
+std::array<ActionTotals, bpf::FERRY_ACTION_COUNT> XdpProgram::read_action_totals() const {
+  std::array<ActionTotals, bpf::FERRY_ACTION_COUNT> totals{};
+  int cpus = libbpf_num_possible_cpus();
+  if (cpus <= 0) return totals;
+  std::vector<bpf::ferry_action_counter> per_cpu(static_cast<std::size_t>(cpus));
+  int map_fd = bpf_map__fd(skeleton_->maps.action_counters);
+  for (std::uint32_t action = 0; action < bpf::FERRY_ACTION_COUNT; ++action) {
+    if (bpf_map_lookup_elem(map_fd, &action, per_cpu.data()) != 0) continue;
+    for (const auto& c : per_cpu) {
+      totals[action].packets += c.packets;
+      totals[action].bytes += c.bytes;
+    }
+  }
+  return totals;
+}
+
+}  // namespace ferry::xdp

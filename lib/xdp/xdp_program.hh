@@ -1,0 +1,67 @@
+// ferry's XDP program loaded from its embedded skeleton, and its attachments to interfaces.
+// Each attachment is a bpf_link: the kernel detaches the program when the daemon exits, even on
+// SIGKILL, because the link's last reference dies with the process.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "bpf/ferry_shared.h"
+#include "lib/common/unique_fd.hh"
+#include "lib/config/config.hh"
+
+struct ferry_bpf;  // the bpftool skeleton
+
+namespace ferry::xdp {
+
+// How the program actually runs on an interface.
+enum class AttachMode { native, generic };
+std::string_view to_string(AttachMode mode);
+
+// One bpf_link between the program and an interface. Closing the link fd detaches.
+class XdpAttachment {
+ public:
+  XdpAttachment(std::string ifname, int ifindex, AttachMode mode, UniqueFd link);
+  const std::string& ifname() const { return ifname_; }
+  int ifindex() const { return ifindex_; }
+  AttachMode mode() const { return mode_; }
+  config::XdpMode requested() const { return requested_; }
+  void set_requested(config::XdpMode m) { requested_ = m; }
+
+ private:
+  std::string ifname_;
+  int ifindex_;
+  AttachMode mode_;
+  config::XdpMode requested_ = config::XdpMode::automatic;
+  UniqueFd link_;
+};
+
+struct ActionTotals {
+  std::uint64_t packets = 0;
+  std::uint64_t bytes = 0;
+};
+
+class XdpProgram {
+ public:
+  // Opens and loads the embedded object. Throws std::runtime_error with the libbpf reason.
+  XdpProgram();
+  ~XdpProgram();
+  XdpProgram(const XdpProgram&) = delete;
+  XdpProgram& operator=(const XdpProgram&) = delete;
+
+  // Attaches to `iface.name` through a bpf_link. automatic: native, falling back to generic with a
+  // warning when the driver refuses. Throws std::runtime_error naming the interface and what to do.
+  std::unique_ptr<XdpAttachment> attach(const config::XdpInterfaceConfig& iface) const;
+
+  // Sums the per-CPU counter slots.
+  std::array<ActionTotals, bpf::FERRY_ACTION_COUNT> read_action_totals() const;
+  int program_fd() const;
+
+ private:
+  ferry_bpf* skeleton_ = nullptr;
+};
+
+}  // namespace ferry::xdp

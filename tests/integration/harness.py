@@ -1,0 +1,295 @@
+"""Test harness for the real ferryd binary: temp configs, a sd_notify socket to await READY=1,
+a control-protocol client, and cleanup that always runs."""
+import contextlib
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+
+FERRYD = os.environ.get("FERRYD", "build/daemon/ferryd")
+FERRYCTL = os.environ.get("FERRYCTL", "build/daemon/ferryctl")
+SOURCE_ROOT = os.environ.get("SOURCE_ROOT", os.getcwd())
+
+
+class TestFailure(AssertionError):
+    pass
+
+
+def check(cond, message):
+    if not cond:
+        raise TestFailure(message)
+
+
+def check_eq(actual, expected, what):
+    if actual != expected:
+        raise TestFailure(f"{what}: expected {expected!r}, got {actual!r}")
+
+
+class Workdir:
+    """A private temp directory for one test's sockets and configs."""
+
+    def __init__(self):
+        self.path = tempfile.mkdtemp(prefix="ferry-it-")
+        os.chmod(self.path, 0o755)
+
+    def file(self, name):
+        return os.path.join(self.path, name)
+
+    def write_config(self, cfg, name="ferryd.json", mode=0o644):
+        path = self.file(name)
+        text = cfg if isinstance(cfg, str) else json.dumps(cfg, indent=2)
+        with open(path, "w") as f:
+            f.write(text)
+        os.chmod(path, mode)
+        return path
+
+    def cleanup(self):
+        shutil.rmtree(self.path, ignore_errors=True)
+
+
+def base_config(workdir, **overrides):
+    cfg = {
+        "control": {"socket": workdir.file("ctl/ferryd.sock"), "mode": "0660", "group": None},
+        "metrics": {"listen": "127.0.0.1:0"},
+        "log": {"level": "debug"},
+    }
+    cfg.update(overrides)
+    return cfg
+
+
+class Notifications:
+    """The NOTIFY_SOCKET end: collects sd_notify datagrams from the daemon."""
+
+    def __init__(self, path):
+        self.path = path
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.sock.bind(path)
+        self.messages = []
+
+    def wait_for(self, key, timeout=10.0):
+        """Waits until a datagram with KEY=... arrives; returns its fields."""
+        deadline = time.monotonic() + timeout
+        for fields in self._seen():
+            if key in fields:
+                return fields
+        while time.monotonic() < deadline:
+            self.sock.settimeout(max(0.01, deadline - time.monotonic()))
+            try:
+                data = self.sock.recv(65536)
+            except socket.timeout:
+                break
+            fields = dict(line.split("=", 1) for line in data.decode().splitlines() if "=" in line)
+            self.messages.append(fields)
+            if key in fields:
+                self._consumed = len(self.messages)
+                return fields
+        raise TestFailure(f"no {key}= notification within {timeout}s; got {self.messages}")
+
+    def _seen(self):
+        start = getattr(self, "_consumed", 0)
+        for i, fields in enumerate(self.messages[start:], start):
+            yield fields
+
+    def close(self):
+        self.sock.close()
+
+
+class Daemon:
+    """One ferryd process started on a config file; waits for READY=1."""
+
+    def __init__(self, workdir, config_path, env=None, watchdog_usec=None, name="ferryd", netns=None):
+        self.workdir = workdir
+        self.config_path = config_path
+        self.log_path = workdir.file(f"{name}.log")
+        self.notify = Notifications(workdir.file(f"{name}.notify"))
+        full_env = dict(os.environ)
+        full_env.pop("JOURNAL_STREAM", None)
+        full_env["NOTIFY_SOCKET"] = self.notify.path
+        if watchdog_usec:
+            full_env["WATCHDOG_USEC"] = str(watchdog_usec)
+        full_env.update(env or {})
+        self.log_file = open(self.log_path, "w")
+        prefix = ["ip", "netns", "exec", netns] if netns else []
+        self.proc = subprocess.Popen(prefix + [FERRYD, "--config", config_path], stdout=self.log_file,
+                                     stderr=subprocess.STDOUT, env=full_env)
+        self.returncode = None
+
+    def wait_ready(self, timeout=15.0):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise TestFailure(f"ferryd exited with {self.proc.returncode} before READY=1:\n{self.log()}")
+            try:
+                return self.notify.wait_for("READY", timeout=0.2)
+            except TestFailure:
+                continue
+        raise TestFailure(f"ferryd not ready within {timeout}s:\n{self.log()}")
+
+    @property
+    def socket_path(self):
+        with open(self.config_path) as f:
+            return json.load(f)["control"]["socket"]
+
+    def client(self):
+        return ControlClient(self.socket_path)
+
+    def request(self, cmd, args=None):
+        with self.client() as c:
+            return c.request(cmd, args)
+
+    def signal(self, sig):
+        self.proc.send_signal(sig)
+
+    def stop(self, timeout=15.0):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.returncode = self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            raise TestFailure(f"ferryd did not stop within {timeout}s after SIGTERM:\n{self.log()}")
+        return self.returncode
+
+    def kill(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.returncode = self.proc.wait()
+
+    def log(self):
+        self.log_file.flush()
+        with open(self.log_path) as f:
+            return f.read()
+
+    def cleanup(self):
+        with contextlib.suppress(Exception):
+            self.kill()
+        self.log_file.close()
+        self.notify.close()
+
+
+class ControlClient:
+    """Line-protocol client for the control socket."""
+
+    def __init__(self, path, timeout=10.0):
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.settimeout(timeout)
+        self.sock.connect(path)
+        self.buf = b""
+        self.next_id = 1
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def send_raw(self, data):
+        self.sock.sendall(data)
+
+    def read_line(self):
+        while b"\n" not in self.buf:
+            chunk = self.sock.recv(65536)
+            if not chunk:
+                if self.buf:
+                    raise TestFailure(f"connection closed mid-line: {self.buf[:200]!r}")
+                return None
+            self.buf += chunk
+        line, self.buf = self.buf.split(b"\n", 1)
+        return json.loads(line)
+
+    def request(self, cmd, args=None):
+        rid = self.next_id
+        self.next_id += 1
+        req = {"id": rid, "cmd": cmd}
+        if args is not None:
+            req["args"] = args
+        self.send_raw(json.dumps(req).encode() + b"\n")
+        resp = self.read_line()
+        check(resp is not None, f"connection closed before the answer to {cmd}")
+        check_eq(resp.get("id"), rid, f"id of the answer to {cmd}")
+        return resp
+
+    def close(self):
+        self.sock.close()
+
+
+def ok(resp, what=""):
+    if not resp.get("ok"):
+        raise TestFailure(f"{what or 'request'} failed: {resp}")
+    return resp["result"]
+
+
+def metrics_endpoint(daemon):
+    status = ok(daemon.request("status"), "status")
+    host, port = status["metrics"]["listen"].rsplit(":", 1)
+    return host, int(port)
+
+
+def http_get(host, port, path="/metrics", timeout=10.0):
+    """A minimal HTTP/1.0 GET; returns (status code, headers dict, body bytes)."""
+    with socket.create_connection((host, port), timeout=timeout) as s:
+        s.sendall(f"GET {path} HTTP/1.0\r\nHost: {host}\r\n\r\n".encode())
+        data = b""
+        while True:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    lines = head.decode().split("\r\n")
+    code = int(lines[0].split()[1])
+    headers = {k.strip().lower(): v.strip() for k, v in (l.split(":", 1) for l in lines[1:] if ":" in l)}
+    return code, headers, body
+
+
+def wait_until(predicate, timeout, what, interval=0.02):
+    """Polls `predicate` (for state only observable by polling, e.g. /proc or link state)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    raise TestFailure(f"timed out after {timeout}s waiting for {what}")
+
+
+def run_tests(tests):
+    """Runs each test function with its own Workdir; prints 'N passed, N failed'; exits 1 on failure."""
+    passed = failed = 0
+    only = sys.argv[1:]
+    for test in tests:
+        if only and test.__name__ not in only:
+            continue
+        workdir = Workdir()
+        started = time.monotonic()
+        try:
+            test(workdir)
+            passed += 1
+            print(f"PASS {test.__name__} ({time.monotonic() - started:.2f}s)", flush=True)
+        except Exception:
+            failed += 1
+            print(f"FAIL {test.__name__}", flush=True)
+            traceback.print_exc()
+        finally:
+            workdir.cleanup()
+    print(f"{passed} passed, {failed} failed", flush=True)
+    sys.exit(1 if failed or not passed else 0)
+
+
+@contextlib.contextmanager
+def running(workdir, cfg, **kwargs):
+    """Starts ferryd on `cfg` (dict or path), waits for READY=1, always cleans up."""
+    path = cfg if isinstance(cfg, str) else workdir.write_config(cfg)
+    daemon = Daemon(workdir, path, **kwargs)
+    try:
+        daemon.wait_ready()
+        yield daemon
+    finally:
+        daemon.cleanup()

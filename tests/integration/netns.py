@@ -1,0 +1,46 @@
+"""Network namespaces and veth pairs for tests: unique names, always removed."""
+import os
+import subprocess
+
+
+def sh(*args, check=True):
+    return subprocess.run(list(args), check=check, capture_output=True, text=True)
+
+
+class Netns:
+    """A named network namespace, deleted (with its interfaces) on close."""
+
+    def __init__(self, tag):
+        self.name = f"fit-{tag}-{os.getpid()}"
+        sh("ip", "netns", "add", self.name)
+        sh("ip", "-n", self.name, "link", "set", "lo", "up")
+
+    def run(self, *args, check=True):
+        return sh("ip", "netns", "exec", self.name, *args, check=check)
+
+    def ip(self, *args, check=True):
+        return sh("ip", "-n", self.name, *args, check=check)
+
+    def close(self):
+        sh("ip", "netns", "del", self.name, check=False)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def veth(ns_a, name_a, ns_b, name_b, queues=1):
+    """Creates a veth pair with one end in each namespace, both up."""
+    sh("ip", "-n", ns_a.name, "link", "add", name_a, "numrxqueues", str(queues), "numtxqueues",
+       str(queues), "type", "veth", "peer", "name", name_b, "netns", ns_b.name, "numrxqueues",
+       str(queues), "numtxqueues", str(queues))
+    ns_a.ip("link", "set", name_a, "up")
+    ns_b.ip("link", "set", name_b, "up")
+
+
+def xdp_attached(ns, ifname):
+    """True when `ip link` reports an XDP program on the interface."""
+    out = ns.ip("-d", "link", "show", "dev", ifname).stdout
+    return "prog/xdp" in out

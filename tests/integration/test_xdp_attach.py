@@ -1,0 +1,125 @@
+#!/usr/bin/env python3
+"""The XDP program on real veth interfaces in a private netns: attached through a bpf_link in
+native or generic mode, counting what passes, detached on SIGTERM and by the kernel on SIGKILL."""
+import signal
+import subprocess
+
+from harness import (Daemon, base_config, check, check_eq, ok, run_tests, running, wait_until,
+                     TestFailure)
+from netns import Netns, veth, xdp_attached
+
+
+def lab():
+    gw, peer = Netns("gw"), Netns("peer")
+    try:
+        veth(gw, "fx0", peer, "fx0p")
+        gw.ip("addr", "add", "10.211.0.1/24", "dev", "fx0")
+        peer.ip("addr", "add", "10.211.0.2/24", "dev", "fx0p")
+    except Exception:
+        gw.close()
+        peer.close()
+        raise
+    return gw, peer
+
+
+def xdp_cfg(w, mode="auto"):
+    return base_config(w, xdp={"interfaces": [{"name": "fx0", "mode": mode}]})
+
+
+def attaches_native_counts_passes_and_detaches_on_sigterm(w):
+    gw, peer = lab()
+    try:
+        with running(w, xdp_cfg(w), netns=gw.name) as d:
+            check(xdp_attached(gw, "fx0"), "ip link shows the XDP program")
+            status = ok(d.request("status"))["xdp"]
+            check_eq(status["program_loaded"], True, "program loaded")
+            check_eq([(i["name"], i["mode"]) for i in status["interfaces"]], [("fx0", "native")],
+                     "attached interfaces")
+            r = peer.run("ping", "-c", "3", "-i", "0.2", "-W", "2", "10.211.0.1", check=False)
+            check_eq(r.returncode, 0, f"ping through XDP_PASS: {r.stdout}")
+            fams = ok(d.request("stats", {"prefix": "ferry_xdp_packets_total"}))["metrics"]
+            passed = [s["value"] for s in fams[0]["samples"] if s["labels"]["action"] == "pass"][0]
+            check(passed >= 3, f"pass counter {passed} counts the pings")
+            check_eq(d.stop(), 0, "graceful exit")
+            check(not xdp_attached(gw, "fx0"), "detached after SIGTERM")
+    finally:
+        gw.close()
+        peer.close()
+
+
+def sigkill_leaves_no_program_and_restart_works(w):
+    gw, peer = lab()
+    try:
+        cfg = xdp_cfg(w)
+        with running(w, cfg, netns=gw.name) as d:
+            check(xdp_attached(gw, "fx0"), "attached")
+            d.kill()
+            wait_until(lambda: not xdp_attached(gw, "fx0"), 5, "kernel to release the bpf_link")
+        with running(w, cfg, netns=gw.name, name="second") as d2:
+            check(xdp_attached(gw, "fx0"), "attached again by the new daemon")
+            check_eq(ok(d2.request("status"))["state"], "running", "second daemon serves")
+    finally:
+        gw.close()
+        peer.close()
+
+
+def generic_mode_is_honoured(w):
+    gw, peer = lab()
+    try:
+        with running(w, xdp_cfg(w, "generic"), netns=gw.name) as d:
+            status = ok(d.request("status"))["xdp"]
+            check_eq(status["interfaces"][0]["mode"], "generic", "mode")
+            check("xdpgeneric" in gw.ip("link", "show", "dev", "fx0").stdout, "ip link says xdpgeneric")
+    finally:
+        gw.close()
+        peer.close()
+
+
+def missing_interface_fails_start_clearly(w):
+    gw = Netns("gw")
+    try:
+        cfg = base_config(w, xdp={"interfaces": [{"name": "nosuch0"}]})
+        d = Daemon(w, w.write_config(cfg), netns=gw.name)
+        try:
+            check_eq(d.proc.wait(timeout=15), 1, "exit code")
+            check("nosuch0: no such interface" in d.log(), f"clear error:\n{d.log()}")
+        finally:
+            d.cleanup()
+    finally:
+        gw.close()
+
+
+def reload_attaches_and_detaches_interfaces(w):
+    gw, peer = lab()
+    try:
+        veth(gw, "fx1", peer, "fx1p")
+        cfg = xdp_cfg(w)
+        with running(w, cfg, netns=gw.name) as d:
+            cfg["xdp"]["interfaces"].append({"name": "fx1"})
+            w.write_config(cfg)
+            ok(d.request("reload"), "reload adding fx1")
+            check(xdp_attached(gw, "fx1") and xdp_attached(gw, "fx0"), "both attached")
+            cfg["xdp"]["interfaces"] = [{"name": "fx1"}]
+            w.write_config(cfg)
+            ok(d.request("reload"), "reload removing fx0")
+            check(not xdp_attached(gw, "fx0") and xdp_attached(gw, "fx1"), "fx0 detached, fx1 kept")
+            cfg["xdp"]["interfaces"].append({"name": "nosuch9"})
+            w.write_config(cfg)
+            resp = d.request("reload")
+            check_eq(resp["ok"], False, "reload naming a missing interface is rejected")
+            check(xdp_attached(gw, "fx1"), "fx1 still attached after the rejected reload")
+            names = [i["name"] for i in ok(d.request("status"))["xdp"]["interfaces"]]
+            check_eq(names, ["fx1"], "status after rejected reload")
+    finally:
+        gw.close()
+        peer.close()
+
+
+if __name__ == "__main__":
+    run_tests([
+        attaches_native_counts_passes_and_detaches_on_sigterm,
+        sigkill_leaves_no_program_and_restart_works,
+        generic_mode_is_honoured,
+        missing_interface_fails_start_clearly,
+        reload_attaches_and_detaches_interfaces,
+    ])
