@@ -1,0 +1,44 @@
+// ferryctl's command line: what the operator asked for, parsed and checked before any
+// connection is made, and the --help text that documents it (with the exit codes).
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace ferry::ctl {
+
+enum class Command {
+  status,
+  stats,
+  services,
+  workers,
+  config,
+  reload,
+  watch,
+  help,
+  usage,
+  version
+};
+
+struct Invocation {
+  Command command = Command::usage;
+  std::string socket_path;  // --socket, else $FERRY_SOCKET, else kDefaultSocketPath
+  bool json = false;
+  int timeout_ms = 5000;   // 0 = wait forever
+  std::string prefix;      // stats and watch: only metrics whose name starts with it
+  int interval_ms = 1000;  // watch
+  int count = 0;           // watch: snapshots to show, 0 = until Ctrl-C
+};
+
+// `args` excludes argv[0]. Options may come before or after the command, as "--opt value" or
+// "--opt=value". `env_socket` is $FERRY_SOCKET (null or empty when unset). Throws CtlError with
+// ExitCode::usage and a message that says what was wrong.
+Invocation parse_command_line(const std::vector<std::string>& args, const char* env_socket);
+
+// The control command sent for `command` ("status", ...); empty for the local ones.
+std::string_view wire_command(Command command);
+
+std::string usage_text();
+
+}  // namespace ferry::ctl

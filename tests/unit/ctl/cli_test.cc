@@ -1,0 +1,111 @@
+// ferryctl's command-line parsing: commands, options anywhere, socket precedence, usage errors.
+#include "lib/ctl/cli.hh"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "lib/ctl/client.hh"
+#include "lib/ctl/error.hh"
+
+namespace ferry::ctl {
+namespace {
+
+Invocation parse(std::vector<std::string> args, const char* env = nullptr) {
+  return parse_command_line(args, env);
+}
+
+std::string usage_error(std::vector<std::string> args) {
+  try {
+    parse(args);
+  } catch (const CtlError& e) {
+    EXPECT_EQ(e.exit_code(), ExitCode::usage);
+    return e.what();
+  }
+  ADD_FAILURE() << "parsed without error";
+  return {};
+}
+
+TEST(CommandLine, DefaultsToTheStandardSocketAndFiveSecondTimeout) {
+  Invocation inv = parse({"status"});
+  EXPECT_EQ(inv.command, Command::status);
+  EXPECT_EQ(inv.socket_path, "/run/ferry/ferryd.sock");
+  EXPECT_EQ(inv.timeout_ms, 5000);
+  EXPECT_FALSE(inv.json);
+  EXPECT_EQ(inv.prefix, "");
+}
+
+TEST(CommandLine, SocketOptionWinsOverFerrySocketWhichWinsOverTheDefault) {
+  EXPECT_EQ(parse({"status"}, "/tmp/env.sock").socket_path, "/tmp/env.sock");
+  EXPECT_EQ(parse({"status"}, "").socket_path, kDefaultSocketPath);
+  EXPECT_EQ(parse({"status", "--socket", "/tmp/opt.sock"}, "/tmp/env.sock").socket_path,
+            "/tmp/opt.sock");
+}
+
+TEST(CommandLine, AcceptsOptionsBeforeAndAfterTheCommandInBothSpellings) {
+  Invocation inv = parse({"--json", "stats", "ferry_xdp_", "--socket=/s", "--timeout-ms", "250"});
+  EXPECT_EQ(inv.command, Command::stats);
+  EXPECT_TRUE(inv.json);
+  EXPECT_EQ(inv.socket_path, "/s");
+  EXPECT_EQ(inv.timeout_ms, 250);
+  EXPECT_EQ(inv.prefix, "ferry_xdp_");
+  EXPECT_EQ(parse({"-s", "/short", "-j", "config"}).socket_path, "/short");
+}
+
+TEST(CommandLine, ParsesWatchOptions) {
+  Invocation inv = parse({"watch", "ferry_proxy_", "--interval-ms", "200", "--count=3"});
+  EXPECT_EQ(inv.command, Command::watch);
+  EXPECT_EQ(inv.prefix, "ferry_proxy_");
+  EXPECT_EQ(inv.interval_ms, 200);
+  EXPECT_EQ(inv.count, 3);
+  Invocation defaults = parse({"watch"});
+  EXPECT_EQ(defaults.interval_ms, 1000);
+  EXPECT_EQ(defaults.count, 0);
+}
+
+TEST(CommandLine, HelpAndVersionWinAnywhere) {
+  EXPECT_EQ(parse({"stats", "--help"}).command, Command::usage);
+  EXPECT_EQ(parse({"-h"}).command, Command::usage);
+  EXPECT_EQ(parse({"--version"}).command, Command::version);
+  EXPECT_EQ(parse({"help"}).command, Command::help);  // the daemon's list, not local usage
+}
+
+TEST(CommandLine, DoubleDashEndsOptions) {
+  EXPECT_EQ(parse({"stats", "--", "--odd"}).prefix, "--odd");
+}
+
+TEST(CommandLine, RejectsBadCommandLinesWithAReason) {
+  EXPECT_EQ(usage_error({}), "no command given (see ferryctl --help)");
+  EXPECT_EQ(usage_error({"--json"}), "no command given (see ferryctl --help)");
+  EXPECT_EQ(usage_error({"stat"}), "unknown command 'stat' (see ferryctl --help)");
+  EXPECT_EQ(usage_error({"status", "--verbose"}),
+            "unknown option '--verbose' (see ferryctl --help)");
+  EXPECT_EQ(usage_error({"status", "--socket"}), "--socket needs a value (see ferryctl --help)");
+  EXPECT_EQ(usage_error({"status", "extra"}),
+            "status takes no arguments, got 'extra' (see ferryctl --help)");
+  EXPECT_EQ(usage_error({"stats", "a", "b"}),
+            "stats takes at most one PREFIX, got 'b' (see ferryctl --help)");
+  EXPECT_EQ(usage_error({"stats", "--count", "2"}),
+            "--count only applies to watch (see ferryctl --help)");
+  EXPECT_EQ(usage_error({"watch", "--interval-ms", "0"}),
+            "--interval-ms needs an integer >= 1, got '0' (see ferryctl --help)");
+  EXPECT_EQ(usage_error({"status", "--timeout-ms", "5s"}),
+            "--timeout-ms needs an integer >= 0, got '5s' (see ferryctl --help)");
+  EXPECT_EQ(usage_error({"status", "--json=yes"}), "--json takes no value (see ferryctl --help)");
+}
+
+TEST(CommandLine, UsageDocumentsEveryCommandAndExitCode) {
+  std::string usage = usage_text();
+  for (const char* word : {"status", "stats [PREFIX]", "services", "workers", "config", "reload",
+                           "watch [PREFIX]", "help", "--socket", "--json", "--timeout-ms",
+                           "--interval-ms", "--count", "FERRY_SOCKET", "/run/ferry/ferryd.sock"}) {
+    EXPECT_NE(usage.find(word), std::string::npos) << word;
+  }
+  for (const char* code : {"\n  0  ", "\n  1  ", "\n  2  ", "\n  3  ", "\n  4  ", "\n  5  "}) {
+    EXPECT_NE(usage.find(code), std::string::npos) << code;
+  }
+}
+
+}  // namespace
+}  // namespace ferry::ctl
