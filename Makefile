@@ -7,7 +7,7 @@ BUILD_ASAN ?= build-asan
 PACKAGES := g++ pkg-config meson ninja-build clang llvm bpftool \
 	libbpf-dev libxdp-dev liburing-dev libboost-dev nlohmann-json3-dev libsystemd-dev libfmt-dev \
 	libgtest-dev libgmock-dev libbenchmark-dev \
-	python3 iproute2 util-linux procps prometheus
+	python3 iproute2 iputils-ping util-linux procps prometheus
 
 .PHONY: all deps build build-asan test test-unit demo clean
 

@@ -2,11 +2,10 @@
 #ifndef FERRY_BPF_SHARED_H
 #define FERRY_BPF_SHARED_H
 
-#ifdef __cplusplus
-#include <cstdint>
-namespace ferry::bpf {
-#else
 #include <linux/types.h>
+
+#ifdef __cplusplus
+namespace ferry::bpf {
 #endif
 
 /* Per-CPU counter slots of the `action_counters` array map, one per verdict. */

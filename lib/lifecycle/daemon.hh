@@ -21,8 +21,9 @@ class Daemon {
   // something configured could not be brought up (the reason is logged).
   int run();
 
+  struct State;  // defined in daemon_state.hh; opaque to everyone else
+
  private:
-  struct State;
   std::unique_ptr<State> state_;
 };
 

@@ -72,12 +72,14 @@ class Notifications:
         self.sock.bind(path)
         self.messages = []
 
-    def wait_for(self, key, timeout=10.0):
-        """Waits until a datagram with KEY=... arrives; returns its fields."""
+    def wait_for(self, key, timeout=10.0, fresh=False):
+        """Returns the fields of a datagram with KEY=...: any received so far, or with fresh=True
+        only one that arrives after this call."""
+        if not fresh:
+            for fields in self.messages:
+                if key in fields:
+                    return fields
         deadline = time.monotonic() + timeout
-        for fields in self._seen():
-            if key in fields:
-                return fields
         while time.monotonic() < deadline:
             self.sock.settimeout(max(0.01, deadline - time.monotonic()))
             try:
@@ -87,14 +89,8 @@ class Notifications:
             fields = dict(line.split("=", 1) for line in data.decode().splitlines() if "=" in line)
             self.messages.append(fields)
             if key in fields:
-                self._consumed = len(self.messages)
                 return fields
         raise TestFailure(f"no {key}= notification within {timeout}s; got {self.messages}")
-
-    def _seen(self):
-        start = getattr(self, "_consumed", 0)
-        for i, fields in enumerate(self.messages[start:], start):
-            yield fields
 
     def close(self):
         self.sock.close()
@@ -119,6 +115,7 @@ class Daemon:
         self.proc = subprocess.Popen(prefix + [FERRYD, "--config", config_path], stdout=self.log_file,
                                      stderr=subprocess.STDOUT, env=full_env)
         self.returncode = None
+        self.socket_path  # noqa: B018 (caches the path before a test rewrites the file)
 
     def wait_ready(self, timeout=15.0):
         deadline = time.monotonic() + timeout
@@ -133,8 +130,11 @@ class Daemon:
 
     @property
     def socket_path(self):
-        with open(self.config_path) as f:
-            return json.load(f)["control"]["socket"]
+        # Read once at start: tests rewrite the file to exercise reloads.
+        if not hasattr(self, "_socket_path"):
+            with open(self.config_path) as f:
+                self._socket_path = json.load(f)["control"]["socket"]
+        return self._socket_path
 
     def client(self):
         return ControlClient(self.socket_path)

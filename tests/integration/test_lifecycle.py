@@ -37,7 +37,7 @@ def sigint_stops_gracefully(w):
 def watchdog_is_pinged_while_threads_beat(w):
     with running(w, base_config(w), watchdog_usec=400000) as d:
         for _ in range(3):
-            d.notify.wait_for("WATCHDOG", timeout=3)
+            d.notify.wait_for("WATCHDOG", timeout=3, fresh=True)
         workers = ok(d.request("workers"), "workers")["workers"]
         check(any(x["name"] == "control" and x["alive"] for x in workers), f"control alive: {workers}")
 
