@@ -32,8 +32,9 @@ struct Protocols {
 };
 
 struct TcpControlConfig {
-  std::optional<net::Endpoint> listen;      // null: TCP control off (the default)
-  std::optional<std::string> token_file;    // required when listen is set
+  std::optional<net::Endpoint> listen;    // null: TCP control off (the default)
+  std::optional<std::string> token_file;  // required when listen is set
+  bool operator==(const TcpControlConfig&) const = default;
 };
 
 struct ControlConfig {
@@ -41,14 +42,17 @@ struct ControlConfig {
   mode_t mode = 0660;
   std::optional<std::string> group = "ferry";  // null: keep the daemon's primary group
   TcpControlConfig tcp;
+  bool operator==(const ControlConfig&) const = default;
 };
 
 struct MetricsConfig {
   std::optional<net::Endpoint> listen = net::Endpoint::parse("127.0.0.1:9469");  // null: off
+  bool operator==(const MetricsConfig&) const = default;
 };
 
 struct LogConfig {
   std::string level = "info";  // debug | info | notice | warning | error
+  bool operator==(const LogConfig&) const = default;
 };
 
 struct XdpInterfaceConfig {
@@ -56,11 +60,13 @@ struct XdpInterfaceConfig {
   std::optional<std::vector<std::uint32_t>> queues;  // nullopt: "all" queues of the device
   XdpMode mode = XdpMode::automatic;
   Tristate zerocopy = Tristate::automatic;
+  bool operator==(const XdpInterfaceConfig&) const = default;
 };
 
 struct UmemConfig {
   std::uint32_t frames = 16384;      // power of two, 64..1048576
   std::uint32_t frame_bytes = 4096;  // 2048 or 4096
+  bool operator==(const UmemConfig&) const = default;
 };
 
 struct RingConfig {
@@ -68,6 +74,7 @@ struct RingConfig {
   std::uint32_t completion = 2048;
   std::uint32_t rx = 2048;
   std::uint32_t tx = 2048;
+  bool operator==(const RingConfig&) const = default;
 };
 
 struct XdpConfig {
@@ -75,23 +82,27 @@ struct XdpConfig {
   UmemConfig umem;
   RingConfig rings;
   std::vector<net::Prefix> drop;
+  bool operator==(const XdpConfig&) const = default;
 };
 
 struct BufferConfig {
-  std::uint32_t count = 256;     // power of two, 1..32768
-  std::uint32_t bytes = 16384;   // 512..1048576
+  std::uint32_t count = 256;    // power of two, 1..32768
+  std::uint32_t bytes = 16384;  // 512..1048576
   Tristate bundle = Tristate::automatic;
   Tristate incremental = Tristate::automatic;
+  bool operator==(const BufferConfig&) const = default;
 };
 
 struct SchedulerConfig {
   IoReadyMode io_ready = IoReadyMode::inbox;
+  bool operator==(const SchedulerConfig&) const = default;
 };
 
 struct TcpConfig {
   std::uint32_t workers = 2;  // 1..256
   BufferConfig buffers;
   SchedulerConfig scheduler;
+  bool operator==(const TcpConfig&) const = default;
 };
 
 struct HealthCheckConfig {
@@ -99,6 +110,7 @@ struct HealthCheckConfig {
   std::uint32_t timeout_ms = 500;  // < interval_ms
   std::uint32_t rise = 2;
   std::uint32_t fall = 3;
+  bool operator==(const HealthCheckConfig&) const = default;
 };
 
 struct ServiceConfig {
@@ -110,12 +122,14 @@ struct ServiceConfig {
   BalancePolicy balance = BalancePolicy::maglev;
   ServiceMode mode = ServiceMode::proxy;
   std::optional<HealthCheckConfig> health;  // null: backends are always considered up
+  bool operator==(const ServiceConfig&) const = default;
 };
 
 struct RouteConfig {
   net::Prefix prefix;
   std::string via;  // egress interface; must be one of xdp.interfaces
   Protocols protocols{.udp = true, .tcp = false};
+  bool operator==(const RouteConfig&) const = default;
 };
 
 struct Config {
@@ -127,9 +141,12 @@ struct Config {
   TcpConfig tcp;
   std::vector<ServiceConfig> services;
   std::vector<RouteConfig> routes;
+  // Field by field, source_path included; e.g. to tell whether a reload changes anything.
+  bool operator==(const Config&) const = default;
 };
 
-// A rejected configuration: where, and why. what() is "FILE:LINE:COL: message".
+// A rejected configuration: where, and why. what() is "FILE:LINE:COL: message"; for an error about
+// the file as a whole (I/O, permissions, size) line and column are 0 and what() is "FILE: message".
 class ConfigError : public std::runtime_error {
  public:
   ConfigError(std::string file, int line, int column, std::string message);

@@ -1,0 +1,102 @@
+// The effective config as JSON in the file's own shape, so `ferryctl config` output can be saved
+// and loaded again unchanged (parse_config(to_json(c).dump()) == c).
+#include <fmt/format.h>
+
+#include "lib/config/config.hh"
+
+namespace ferry::config {
+namespace {
+
+using json = nlohmann::json;
+
+json endpoint_or_null(const std::optional<net::Endpoint>& e) {
+  return e ? json(e->to_string()) : json(nullptr);
+}
+
+json protocols_json(const Protocols& p) {
+  json out = json::array();
+  if (p.udp) out.push_back("udp");
+  if (p.tcp) out.push_back("tcp");
+  return out;
+}
+
+json control_json(const ControlConfig& c) {
+  return {{"socket", c.socket},
+          {"mode", fmt::format("{:04o}", static_cast<unsigned>(c.mode))},
+          {"group", c.group ? json(*c.group) : json(nullptr)},
+          {"tcp",
+           {{"listen", endpoint_or_null(c.tcp.listen)},
+            {"token_file", c.tcp.token_file ? json(*c.tcp.token_file) : json(nullptr)}}}};
+}
+
+json xdp_json(const XdpConfig& x) {
+  json interfaces = json::array();
+  for (const auto& i : x.interfaces) {
+    interfaces.push_back({{"name", i.name},
+                          {"queues", i.queues ? json(*i.queues) : json("all")},
+                          {"mode", to_string(i.mode)},
+                          {"zerocopy", to_string(i.zerocopy)}});
+  }
+  json drop = json::array();
+  for (const auto& p : x.drop) drop.push_back(p.to_string());
+  return {{"interfaces", std::move(interfaces)},
+          {"umem", {{"frames", x.umem.frames}, {"frame_bytes", x.umem.frame_bytes}}},
+          {"rings",
+           {{"fill", x.rings.fill},
+            {"completion", x.rings.completion},
+            {"rx", x.rings.rx},
+            {"tx", x.rings.tx}}},
+          {"drop", std::move(drop)}};
+}
+
+json tcp_json(const TcpConfig& t) {
+  return {{"workers", t.workers},
+          {"buffers",
+           {{"count", t.buffers.count},
+            {"bytes", t.buffers.bytes},
+            {"bundle", to_string(t.buffers.bundle)},
+            {"incremental", to_string(t.buffers.incremental)}}},
+          {"scheduler", {{"io_ready", to_string(t.scheduler.io_ready)}}}};
+}
+
+json service_json(const ServiceConfig& s) {
+  json backends = json::array();
+  for (const auto& b : s.backends) backends.push_back(b.to_string());
+  json health = nullptr;
+  if (s.health) {
+    health = {{"interval_ms", s.health->interval_ms},
+              {"timeout_ms", s.health->timeout_ms},
+              {"rise", s.health->rise},
+              {"fall", s.health->fall}};
+  }
+  return {{"name", s.name},
+          {"vip", s.vip.to_string()},
+          {"port", s.port},
+          {"protocols", protocols_json(s.protocols)},
+          {"backends", std::move(backends)},
+          {"balance", to_string(s.balance)},
+          {"mode", to_string(s.mode)},
+          {"health", std::move(health)}};
+}
+
+}  // namespace
+
+nlohmann::json to_json(const Config& config) {
+  json services = json::array();
+  for (const auto& s : config.services) services.push_back(service_json(s));
+  json routes = json::array();
+  for (const auto& r : config.routes) {
+    routes.push_back({{"prefix", r.prefix.to_string()},
+                      {"via", r.via},
+                      {"protocols", protocols_json(r.protocols)}});
+  }
+  return {{"control", control_json(config.control)},
+          {"metrics", {{"listen", endpoint_or_null(config.metrics.listen)}}},
+          {"log", {{"level", config.log.level}}},
+          {"xdp", xdp_json(config.xdp)},
+          {"tcp", tcp_json(config.tcp)},
+          {"services", std::move(services)},
+          {"routes", std::move(routes)}};
+}
+
+}  // namespace ferry::config
