@@ -1,9 +1,8 @@
 // Encoders of a metrics snapshot: Prometheus text exposition format 0.0.4, and JSON.
 #pragma once
 
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "lib/metrics/registry.hh"
 
@@ -16,6 +15,7 @@ std::string encode_prometheus(const Snapshot& snapshot);
 
 // {"metrics":[{"name":..,"type":"counter","help":..,"samples":[{"labels":{..},"value":..}]}]}
 // Histogram samples carry {"buckets":[[le,count],..],"sum":..,"count":..} instead of "value".
+// Integral values are JSON integers; +Inf, -Inf and NaN (which JSON lacks) are those strings.
 nlohmann::json encode_json(const Snapshot& snapshot);
 
 }  // namespace ferry::metrics
