@@ -36,6 +36,20 @@ def scrape_passes_promtool(w):
                 check(line.split()[2].endswith("_total"), f"counter name {line}")
 
 
+def every_exported_family_is_documented(w):
+    import os
+    from harness import SOURCE_ROOT
+    with open(os.path.join(SOURCE_ROOT, "docs", "metrics.md")) as f:
+        doc = f.read()
+    with running(w, base_config(w)) as d:
+        host, port = metrics_endpoint(d)
+        _, _, body = http_get(host, port)
+        families = [l.split()[2] for l in body.decode().splitlines() if l.startswith("# TYPE ")]
+        check(families, "scrape has families")
+        missing = [f for f in families if f"`{f}`" not in doc]
+        check(not missing, f"families missing from docs/metrics.md: {missing}")
+
+
 def stats_and_metrics_agree(w):
     with running(w, base_config(w)) as d:
         for _ in range(3):
@@ -69,5 +83,5 @@ def metrics_can_be_disabled(w):
 
 
 if __name__ == "__main__":
-    run_tests([scrape_passes_promtool, stats_and_metrics_agree, other_paths_and_bad_requests,
+    run_tests([scrape_passes_promtool, every_exported_family_is_documented, stats_and_metrics_agree, other_paths_and_bad_requests,
                metrics_can_be_disabled])
