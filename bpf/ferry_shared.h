@@ -1,4 +1,5 @@
-/* The one contract between bpf/ferry.bpf.c and user space: map keys, values and counter slots. */
+/* The one contract between bpf/ferry.bpf.c and user space: map keys, values and counter slots.
+ * Addresses and ports are in network byte order everywhere, as they are on the wire. */
 #ifndef FERRY_BPF_SHARED_H
 #define FERRY_BPF_SHARED_H
 
@@ -8,18 +9,61 @@
 namespace ferry::bpf {
 #endif
 
+#define FERRY_MAX_SERVICES 1024
+#define FERRY_MAX_BACKENDS 65536
+#define FERRY_MAX_QUEUES 256
+#define FERRY_MAX_ROUTES 4096
+#define FERRY_MAX_DROP_PREFIXES 65536
+
 /* Per-CPU counter slots of the `action_counters` array map, one per verdict. */
 enum ferry_action {
-  FERRY_ACTION_PASS = 0,
-  FERRY_ACTION_DROP = 1,
-  FERRY_ACTION_REDIRECT = 2,
-  FERRY_ACTION_MALFORMED = 3,
-  FERRY_ACTION_COUNT = 4,
+  FERRY_ACTION_PASS = 0,      /* not ours: handed to the kernel stack */
+  FERRY_ACTION_DROP = 1,      /* source matched a drop prefix */
+  FERRY_ACTION_REDIRECT = 2,  /* steered into the queue's AF_XDP socket */
+  FERRY_ACTION_MALFORMED = 3, /* truncated or inconsistent headers; passed to the kernel */
+  FERRY_ACTION_NO_SOCKET = 4, /* ours, but no AF_XDP socket on that queue: passed to the kernel */
+  FERRY_ACTION_FRAGMENT = 5,  /* IPv4 fragment or IPv6 extension header: passed to the kernel */
+  FERRY_ACTION_COUNT = 6,
 };
 
 struct ferry_action_counter {
   __u64 packets;
   __u64 bytes;
+};
+
+/* services: (vip, port, proto) -> service; backends: (backend ip, port, proto) -> service, for
+ * replies that come back through the gateway. */
+struct ferry_endpoint_key {
+  __u8 family; /* AF_INET (2) or AF_INET6 (10) */
+  __u8 proto;  /* IPPROTO_UDP (17) or IPPROTO_TCP (6) */
+  __be16 port;
+  __u8 addr[16]; /* IPv4 in the first 4 bytes, the rest zero */
+};
+
+struct ferry_service_value {
+  __u32 service_id; /* index into service_counters, < FERRY_MAX_SERVICES */
+  __u32 flags;
+};
+
+/* LPM trie keys: prefixlen first, as the kernel requires. */
+struct ferry_lpm4_key {
+  __u32 prefixlen;
+  __u8 addr[4];
+};
+
+struct ferry_lpm6_key {
+  __u32 prefixlen;
+  __u8 addr[16];
+};
+
+#define FERRY_ROUTE_UDP 0x1
+#define FERRY_ROUTE_TCP 0x2
+
+struct ferry_route_value {
+  __u32 route_id;
+  __u32 egress_ifindex;
+  __u32 protocols; /* FERRY_ROUTE_* */
+  __u32 reserved;
 };
 
 #ifdef __cplusplus

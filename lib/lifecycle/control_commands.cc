@@ -67,12 +67,12 @@ json Daemon::State::reload(const std::string& reason) {
     throw control::CommandError("rejected", e.what());
   }
   try {
-    xdp->apply(next.xdp);
+    xdp->apply(next);
   } catch (const std::exception& e) {
     ++reload_failures;
     last_reload_error = e.what();
     log::error("reload rejected, the running configuration stays in force: {}", e.what());
-    xdp->apply(config->xdp);  // re-establish what the old config had, if the change removed any
+    xdp->apply(*config);  // re-establish what the old config had, if the change removed any
     throw control::CommandError("rejected", e.what());
   }
   auto pending = restart_required(*config, next);

@@ -84,7 +84,7 @@ int Daemon::run() {
       s.metrics_http->start();
     }
     s.xdp = std::make_unique<xdp::XdpPlane>(s.registry);
-    s.xdp->apply(s.config->xdp);
+    s.xdp->apply(*s.config);
   } catch (const std::exception& e) {
     log::error("{}", e.what());
     log::error("ferryd could not start; everything set up so far is being released");

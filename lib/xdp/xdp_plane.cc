@@ -6,11 +6,14 @@
 namespace ferry::xdp {
 namespace {
 
-constexpr const char* kActionNames[bpf::FERRY_ACTION_COUNT] = {"pass", "drop", "redirect",
-                                                                "malformed"};
+constexpr const char* kActionNames[bpf::FERRY_ACTION_COUNT] = {
+    "pass", "drop", "redirect", "malformed", "no_socket", "fragment"};
 constexpr const char* kPacketsHelp = "Frames seen by the XDP program, by verdict.";
 constexpr const char* kBytesHelp = "Bytes of frames seen by the XDP program, by verdict.";
 constexpr const char* kAttachedHelp = "1 for each interface the XDP program is attached to.";
+constexpr const char* kServicePacketsHelp =
+    "Frames the XDP program matched to each service (requests to the VIP and backend replies).";
+constexpr const char* kServiceBytesHelp = "Bytes of the frames matched to each service.";
 
 }  // namespace
 
@@ -28,7 +31,8 @@ XdpPlane::~XdpPlane() {
   program_.reset();
 }
 
-void XdpPlane::apply(const config::XdpConfig& config) {
+void XdpPlane::apply(const config::Config& full) {
+  const config::XdpConfig& config = full.xdp;
   std::map<std::string, const config::XdpInterfaceConfig*> wanted;
   for (const auto& iface : config.interfaces) wanted[iface.name] = &iface;
 
@@ -44,9 +48,12 @@ void XdpPlane::apply(const config::XdpConfig& config) {
   }
   if (wanted.empty()) {
     program_.reset();
+    maps_ = XdpMapSync{};
     return;
   }
   if (!program_) program_ = std::make_unique<XdpProgram>();
+  // Maps before new attachments: a newly attached interface steers with the new tables at once.
+  maps_.apply(program_->map_fds(), full);
 
   std::vector<std::string> added;
   try {
@@ -76,6 +83,8 @@ void XdpPlane::collect(metrics::SnapshotBuilder& out) const {
   out.declare("ferry_xdp_packets_total", kPacketsHelp, metrics::Type::counter);
   out.declare("ferry_xdp_bytes_total", kBytesHelp, metrics::Type::counter);
   out.declare("ferry_xdp_attached", kAttachedHelp, metrics::Type::gauge);
+  out.declare("ferry_xdp_service_packets_total", kServicePacketsHelp, metrics::Type::counter);
+  out.declare("ferry_xdp_service_bytes_total", kServiceBytesHelp, metrics::Type::counter);
   if (program_) {
     auto totals = program_->read_action_totals();
     for (std::size_t i = 0; i < totals.size(); ++i) {
@@ -83,6 +92,13 @@ void XdpPlane::collect(metrics::SnapshotBuilder& out) const {
                   static_cast<double>(totals[i].packets));
       out.counter("ferry_xdp_bytes_total", kBytesHelp, {{"action", kActionNames[i]}},
                   static_cast<double>(totals[i].bytes));
+    }
+    for (const auto& [name, id] : maps_.service_ids()) {
+      auto t = program_->read_service_totals(id);
+      out.counter("ferry_xdp_service_packets_total", kServicePacketsHelp, {{"service", name}},
+                  static_cast<double>(t.packets));
+      out.counter("ferry_xdp_service_bytes_total", kServiceBytesHelp, {{"service", name}},
+                  static_cast<double>(t.bytes));
     }
   }
   for (const auto& [name, a] : attachments_) {

@@ -22,10 +22,11 @@ class XdpPlane {
   XdpPlane(const XdpPlane&) = delete;
   XdpPlane& operator=(const XdpPlane&) = delete;
 
-  // Brings the attachments in line with `config`: detaches interfaces no longer listed or whose
-  // mode changed, attaches new ones. All-or-nothing for additions: on a failure the attachments
-  // made by this call are undone and std::runtime_error is thrown.
-  void apply(const config::XdpConfig& config);
+  // Brings the attachments and maps in line with `config`: detaches interfaces no longer listed
+  // or whose mode changed, attaches new ones, rewrites the services/backends/routes/drop maps.
+  // On a failure the attachments made by this call are undone and std::runtime_error is thrown;
+  // the caller re-applies the previous config to restore the maps.
+  void apply(const config::Config& config);
 
   // {"program_loaded":bool,"interfaces":[{"name","ifindex","mode","attached"}]}
   nlohmann::json status() const;
@@ -35,6 +36,7 @@ class XdpPlane {
   void collect(metrics::SnapshotBuilder& out) const;
 
   std::unique_ptr<XdpProgram> program_;
+  XdpMapSync maps_;
   std::map<std::string, std::unique_ptr<XdpAttachment>> attachments_;  // by interface name
   metrics::Registry::Handle metrics_;  // first to go: the collector reads the members above
 };

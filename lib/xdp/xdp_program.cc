@@ -83,20 +83,41 @@ std::unique_ptr<XdpAttachment> XdpProgram::attach(const config::XdpInterfaceConf
   return attachment;
 }
 
+namespace {
+
+ActionTotals sum_per_cpu(int map_fd, std::uint32_t slot) {
+  ActionTotals total;
+  int cpus = libbpf_num_possible_cpus();
+  if (cpus <= 0) return total;
+  std::vector<bpf::ferry_action_counter> per_cpu(static_cast<std::size_t>(cpus));
+  if (bpf_map_lookup_elem(map_fd, &slot, per_cpu.data()) != 0) return total;
+  for (const auto& c : per_cpu) {
+    total.packets += c.packets;
+    total.bytes += c.bytes;
+  }
+  return total;
+}
+
+}  // namespace
+
 std::array<ActionTotals, bpf::FERRY_ACTION_COUNT> XdpProgram::read_action_totals() const {
   std::array<ActionTotals, bpf::FERRY_ACTION_COUNT> totals{};
-  int cpus = libbpf_num_possible_cpus();
-  if (cpus <= 0) return totals;
-  std::vector<bpf::ferry_action_counter> per_cpu(static_cast<std::size_t>(cpus));
   int map_fd = bpf_map__fd(skeleton_->maps.action_counters);
   for (std::uint32_t action = 0; action < bpf::FERRY_ACTION_COUNT; ++action) {
-    if (bpf_map_lookup_elem(map_fd, &action, per_cpu.data()) != 0) continue;
-    for (const auto& c : per_cpu) {
-      totals[action].packets += c.packets;
-      totals[action].bytes += c.bytes;
-    }
+    totals[action] = sum_per_cpu(map_fd, action);
   }
   return totals;
+}
+
+ActionTotals XdpProgram::read_service_totals(std::uint32_t service_id) const {
+  return sum_per_cpu(bpf_map__fd(skeleton_->maps.service_counters), service_id);
+}
+
+XdpMapFds XdpProgram::map_fds() const {
+  const auto& m = skeleton_->maps;
+  return {bpf_map__fd(m.services), bpf_map__fd(m.backends), bpf_map__fd(m.drop4),
+          bpf_map__fd(m.drop6),    bpf_map__fd(m.routes4),  bpf_map__fd(m.routes6),
+          bpf_map__fd(m.service_counters)};
 }
 
 }  // namespace ferry::xdp

@@ -12,6 +12,7 @@
 #include "bpf/ferry_shared.h"
 #include "lib/common/unique_fd.hh"
 #include "lib/config/config.hh"
+#include "lib/xdp/xdp_maps.hh"
 
 struct ferry_bpf;  // the bpftool skeleton
 
@@ -58,7 +59,10 @@ class XdpProgram {
 
   // Sums the per-CPU counter slots.
   std::array<ActionTotals, bpf::FERRY_ACTION_COUNT> read_action_totals() const;
+  // Redirected frames of one service slot, summed over CPUs.
+  ActionTotals read_service_totals(std::uint32_t service_id) const;
   int program_fd() const;
+  XdpMapFds map_fds() const;
 
  private:
   ferry_bpf* skeleton_ = nullptr;

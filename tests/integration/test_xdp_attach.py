@@ -115,6 +115,64 @@ def reload_attaches_and_detaches_interfaces(w):
         peer.close()
 
 
+SEND_UDP = """
+import socket, sys
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.bind((sys.argv[1], 0))
+for _ in range(int(sys.argv[4])):
+    s.sendto(b"x" * 32, (sys.argv[2], int(sys.argv[3])))
+"""
+
+
+def samples(d, family):
+    fams = ok(d.request("stats", {"prefix": family}))["metrics"]
+    fam = [f for f in fams if f["name"] == family]
+    return {tuple(sorted(s["labels"].items())): s["value"] for s in fam[0]["samples"]} if fam else {}
+
+
+def map_entries(ns, name):
+    import json as js
+    out = ns.run("bpftool", "-j", "map", "dump", "name", name).stdout
+    return js.loads(out)
+
+
+def maps_follow_config_steer_services_and_drop_sources(w):
+    gw, peer = lab()
+    try:
+        peer.ip("addr", "add", "10.211.0.200/24", "dev", "fx0p")
+        cfg = xdp_cfg(w)
+        cfg["xdp"]["drop"] = ["10.211.0.128/25"]
+        cfg["services"] = [{"name": "svc", "vip": "10.211.0.1", "port": 5300, "protocols": ["udp"],
+                            "backends": ["10.211.5.5:5300"]}]
+        with running(w, cfg, netns=gw.name) as d:
+            check_eq(len(map_entries(gw, "services")), 1, "services map entries")
+            check_eq(len(map_entries(gw, "backends")), 1, "backends map entries")
+            check_eq(len(map_entries(gw, "drop4")), 1, "drop4 map entries")
+            peer.run("python3", "-c", SEND_UDP, "10.211.0.2", "10.211.0.1", "5300", "40")
+            peer.run("python3", "-c", SEND_UDP, "10.211.0.200", "10.211.0.1", "5301", "25")
+            peer.run("python3", "-c", SEND_UDP, "10.211.0.2", "10.211.0.1", "5301", "10")
+            svc = samples(d, "ferry_xdp_service_packets_total")
+            check_eq(svc.get((("service", "svc"),)), 40, "service steer counter")
+            act = {k[0][1]: v for k, v in samples(d, "ferry_xdp_packets_total").items()}
+            # no AF_XDP socket is bound yet, so steered frames fall back to the kernel
+            check_eq(act["no_socket"], 40, "no_socket (steered, unbound queue)")
+            check_eq(act["drop"], 25, "dropped by source prefix")
+            check(act["pass"] >= 10, f"other UDP passed: {act}")
+            cfg["services"] = []
+            cfg["xdp"]["drop"] = []
+            w.write_config(cfg)
+            ok(d.request("reload"), "reload")
+            check_eq(map_entries(gw, "services"), [], "services map emptied by reload")
+            check_eq(map_entries(gw, "drop4"), [], "drop4 emptied by reload")
+            check(xdp_attached(gw, "fx0"), "program stays attached through the reload")
+            peer.run("python3", "-c", SEND_UDP, "10.211.0.200", "10.211.0.1", "5301", "5")
+            act = {k[0][1]: v for k, v in samples(d, "ferry_xdp_packets_total").items()}
+            check_eq(act["drop"], 25, "no drops after the prefix was removed")
+    finally:
+        gw.close()
+        peer.close()
+
+
 if __name__ == "__main__":
     run_tests([
         attaches_native_counts_passes_and_detaches_on_sigterm,
@@ -122,4 +180,5 @@ if __name__ == "__main__":
         generic_mode_is_honoured,
         missing_interface_fails_start_clearly,
         reload_attaches_and_detaches_interfaces,
+        maps_follow_config_steer_services_and_drop_sources,
     ])

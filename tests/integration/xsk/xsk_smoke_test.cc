@@ -8,8 +8,6 @@
 #include <dirent.h>
 #include <gtest/gtest.h>
 #include <linux/if_ether.h>
-#include <linux/ip.h>
-#include <linux/udp.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/eventfd.h>
@@ -71,46 +69,44 @@ class RedirectProgram {
   bpf_link* link_ = nullptr;
 };
 
+// Frames are read byte-wise: headers in a frame are not aligned for the kernel structs.
+std::uint16_t load16(const std::uint8_t* p) { return static_cast<std::uint16_t>(p[0] << 8 | p[1]); }
+void store16(std::uint8_t* p, std::uint16_t v) {
+  p[0] = static_cast<std::uint8_t>(v >> 8);
+  p[1] = static_cast<std::uint8_t>(v);
+}
+void swap_bytes(std::uint8_t* a, std::uint8_t* b, std::size_t n) {
+  for (std::size_t i = 0; i < n; ++i) std::swap(a[i], b[i]);
+}
+
 // Full UDP checksum over the IPv4 pseudo header: frames sent by the peer's stack over veth carry
 // only a partial one (checksum offload), which the peer would reject once reflected.
-std::uint16_t udp_checksum(const iphdr* ip, const udphdr* udp, std::uint32_t udp_bytes) {
+std::uint16_t udp_checksum(const std::uint8_t* ip, const std::uint8_t* udp, std::uint32_t bytes) {
   std::uint64_t sum = 0;
-  auto add16 = [&](const void* p, std::uint32_t bytes) {
-    const auto* b = static_cast<const std::uint8_t*>(p);
-    for (std::uint32_t i = 0; i + 1 < bytes; i += 2) sum += (b[i] << 8) | b[i + 1];
-    if (bytes & 1) sum += b[bytes - 1] << 8;
-  };
-  add16(&ip->saddr, 4);
-  add16(&ip->daddr, 4);
-  sum += IPPROTO_UDP + udp_bytes;
-  add16(udp, udp_bytes);
+  for (int i = 12; i < 20; i += 2) sum += load16(ip + i);  // source and destination address
+  sum += IPPROTO_UDP + bytes;
+  for (std::uint32_t i = 0; i + 1 < bytes; i += 2) sum += load16(udp + i);
+  if (bytes & 1) sum += udp[bytes - 1] << 8;
   while (sum >> 16) sum = (sum & 0xffff) + (sum >> 16);
   std::uint16_t c = static_cast<std::uint16_t>(~sum);
-  return htons(c == 0 ? 0xffff : c);
+  return c == 0 ? 0xffff : c;
 }
 
 // Swaps Ethernet, IPv4 and UDP source and destination in place; false for anything else.
-bool reflect_udp(std::byte* frame, std::uint32_t len) {
-  if (len < sizeof(ethhdr) + sizeof(iphdr) + sizeof(udphdr)) return false;
-  auto* eth = reinterpret_cast<ethhdr*>(frame);
-  if (eth->h_proto != htons(ETH_P_IP)) return false;
-  auto* ip = reinterpret_cast<iphdr*>(frame + sizeof(ethhdr));
-  std::uint32_t ihl_bytes = ip->ihl * 4u;
-  if (ip->protocol != IPPROTO_UDP || ihl_bytes < sizeof(iphdr) ||
-      len < sizeof(ethhdr) + ihl_bytes + sizeof(udphdr)) {
-    return false;
-  }
-  auto* udp = reinterpret_cast<udphdr*>(frame + sizeof(ethhdr) + ihl_bytes);
-  unsigned char mac[ETH_ALEN];
-  std::memcpy(mac, eth->h_dest, ETH_ALEN);
-  std::memcpy(eth->h_dest, eth->h_source, ETH_ALEN);
-  std::memcpy(eth->h_source, mac, ETH_ALEN);
-  std::swap(ip->saddr, ip->daddr);
-  std::swap(udp->source, udp->dest);
-  std::uint32_t udp_bytes = ntohs(udp->len);
-  if (udp_bytes < sizeof(udphdr) || sizeof(ethhdr) + ihl_bytes + udp_bytes > len) return false;
-  udp->check = 0;
-  udp->check = udp_checksum(ip, udp, udp_bytes);
+bool reflect_udp(std::byte* frame_bytes, std::uint32_t len) {
+  auto* eth = reinterpret_cast<std::uint8_t*>(frame_bytes);
+  if (len < ETH_HLEN + 20 + 8 || load16(eth + 12) != ETH_P_IP) return false;
+  std::uint8_t* ip = eth + ETH_HLEN;
+  std::uint32_t ihl_bytes = (ip[0] & 0x0f) * 4u;
+  if (ip[9] != IPPROTO_UDP || ihl_bytes < 20 || len < ETH_HLEN + ihl_bytes + 8) return false;
+  std::uint8_t* udp = ip + ihl_bytes;
+  std::uint32_t udp_bytes = load16(udp + 4);
+  if (udp_bytes < 8 || ETH_HLEN + ihl_bytes + udp_bytes > len) return false;
+  swap_bytes(eth, eth + ETH_ALEN, ETH_ALEN);
+  swap_bytes(ip + 12, ip + 16, 4);
+  swap_bytes(udp, udp + 2, 2);
+  store16(udp + 6, 0);
+  store16(udp + 6, udp_checksum(ip, udp, udp_bytes));
   return true;
 }
 

@@ -1,0 +1,158 @@
+// Keeps the XDP program's maps equal to the running configuration.
+#include "lib/xdp/xdp_maps.hh"
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <cerrno>
+#include <cstring>
+#include <set>
+#include <stdexcept>
+
+namespace ferry::xdp {
+namespace {
+
+using bpf::ferry_endpoint_key;
+using bpf::ferry_lpm4_key;
+using bpf::ferry_lpm6_key;
+using bpf::ferry_route_value;
+using bpf::ferry_service_value;
+
+ferry_endpoint_key endpoint_key(const net::IpAddress& addr, std::uint16_t port, std::uint8_t proto) {
+  ferry_endpoint_key key{};
+  key.family = static_cast<std::uint8_t>(addr.family);
+  key.proto = proto;
+  key.port = htons(port);
+  std::memcpy(key.addr, addr.bytes.data(), addr.is_v4() ? 4 : 16);
+  return key;
+}
+
+template <typename Key>
+bool key_less(const Key& a, const Key& b) {
+  return std::memcmp(&a, &b, sizeof(Key)) < 0;
+}
+
+template <typename Key>
+struct KeyLess {
+  bool operator()(const Key& a, const Key& b) const { return key_less(a, b); }
+};
+
+// Writes every wanted (key, value) and deletes every key in the map that is not wanted.
+template <typename Key, typename Value>
+void sync_map(int fd, const std::map<Key, Value, KeyLess<Key>>& wanted, const char* what) {
+  for (const auto& [key, value] : wanted) {
+    if (bpf_map_update_elem(fd, &key, &value, BPF_ANY) != 0) {
+      throw std::runtime_error(std::string("updating the XDP ") + what + " map: " +
+                               std::strerror(errno) +
+                               (errno == E2BIG || errno == ENOSPC ? " (too many entries)" : ""));
+    }
+  }
+  std::vector<Key> stale;
+  Key key{};
+  Key next{};
+  const Key* cursor = nullptr;
+  while (bpf_map_get_next_key(fd, cursor, &next) == 0) {
+    if (!wanted.count(next)) stale.push_back(next);
+    key = next;
+    cursor = &key;
+  }
+  for (const auto& k : stale) bpf_map_delete_elem(fd, &k);
+}
+
+std::vector<std::uint8_t> protos_of(const config::Protocols& p) {
+  std::vector<std::uint8_t> out;
+  if (p.udp) out.push_back(IPPROTO_UDP);
+  if (p.tcp) out.push_back(IPPROTO_TCP);
+  return out;
+}
+
+}  // namespace
+
+std::uint32_t XdpMapSync::id_for(const std::string& name) {
+  if (auto it = service_ids_.find(name); it != service_ids_.end()) return it->second;
+  for (std::uint32_t id = 0; id < id_used_.size(); ++id) {
+    if (!id_used_[id]) {
+      id_used_[id] = true;
+      service_ids_[name] = id;
+      return id;
+    }
+  }
+  throw std::runtime_error("more than " + std::to_string(FERRY_MAX_SERVICES) + " services");
+}
+
+void XdpMapSync::apply(const XdpMapFds& fds, const config::Config& config) {
+  std::map<ferry_endpoint_key, ferry_service_value, KeyLess<ferry_endpoint_key>> services, backends;
+  std::set<std::string> names;
+  for (const auto& svc : config.services) {
+    names.insert(svc.name);
+    ferry_service_value value{id_for(svc.name), 0};
+    for (auto proto : protos_of(svc.protocols)) {
+      services[endpoint_key(svc.vip, svc.port, proto)] = value;
+      for (const auto& b : svc.backends) backends[endpoint_key(b.address, b.port, proto)] = value;
+    }
+  }
+  // Ids of services that are gone are freed for later ones.
+  for (auto it = service_ids_.begin(); it != service_ids_.end();) {
+    if (names.count(it->first)) {
+      ++it;
+    } else {
+      id_used_[it->second] = false;
+      std::uint32_t slot = it->second;
+      std::vector<bpf::ferry_action_counter> zero(static_cast<std::size_t>(libbpf_num_possible_cpus()));
+      bpf_map_update_elem(fds.service_counters, &slot, zero.data(), BPF_ANY);
+      it = service_ids_.erase(it);
+    }
+  }
+
+  std::map<ferry_lpm4_key, std::uint32_t, KeyLess<ferry_lpm4_key>> drop4;
+  std::map<ferry_lpm6_key, std::uint32_t, KeyLess<ferry_lpm6_key>> drop6;
+  std::uint32_t rule = 0;
+  for (const auto& prefix : config.xdp.drop) {
+    if (prefix.address.is_v4()) {
+      ferry_lpm4_key key{static_cast<std::uint32_t>(prefix.length), {}};
+      std::memcpy(key.addr, prefix.address.bytes.data(), 4);
+      drop4[key] = rule++;
+    } else {
+      ferry_lpm6_key key{static_cast<std::uint32_t>(prefix.length), {}};
+      std::memcpy(key.addr, prefix.address.bytes.data(), 16);
+      drop6[key] = rule++;
+    }
+  }
+
+  std::map<ferry_lpm4_key, ferry_route_value, KeyLess<ferry_lpm4_key>> routes4;
+  std::map<ferry_lpm6_key, ferry_route_value, KeyLess<ferry_lpm6_key>> routes6;
+  std::uint32_t route_id = 0;
+  for (const auto& route : config.routes) {
+    unsigned ifindex = if_nametoindex(route.via.c_str());
+    if (ifindex == 0) {
+      throw std::runtime_error("routes: " + route.prefix.to_string() + " via " + route.via +
+                               ": no such interface");
+    }
+    ferry_route_value value{route_id++, ifindex,
+                            (route.protocols.udp ? FERRY_ROUTE_UDP : 0u) |
+                                (route.protocols.tcp ? FERRY_ROUTE_TCP : 0u),
+                            0};
+    if (route.prefix.address.is_v4()) {
+      ferry_lpm4_key key{static_cast<std::uint32_t>(route.prefix.length), {}};
+      std::memcpy(key.addr, route.prefix.address.bytes.data(), 4);
+      routes4[key] = value;
+    } else {
+      ferry_lpm6_key key{static_cast<std::uint32_t>(route.prefix.length), {}};
+      std::memcpy(key.addr, route.prefix.address.bytes.data(), 16);
+      routes6[key] = value;
+    }
+  }
+
+  // Routes and drops first, services last: a new service never sees a half-written drop list.
+  sync_map(fds.drop4, drop4, "drop4");
+  sync_map(fds.drop6, drop6, "drop6");
+  sync_map(fds.routes4, routes4, "routes4");
+  sync_map(fds.routes6, routes6, "routes6");
+  sync_map(fds.backends, backends, "backends");
+  sync_map(fds.services, services, "services");
+}
+
+}  // namespace ferry::xdp

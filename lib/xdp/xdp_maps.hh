@@ -1,0 +1,42 @@
+// Keeps the XDP program's maps (services, backends, routes, drop prefixes) equal to the running
+// configuration: on every apply, new keys are written and stale ones deleted, so a reload never
+// detaches the program or leaves a window with an empty map.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "bpf/ferry_shared.h"
+#include "lib/config/config.hh"
+
+namespace ferry::xdp {
+
+struct XdpMapFds {
+  int services = -1;
+  int backends = -1;
+  int drop4 = -1;
+  int drop6 = -1;
+  int routes4 = -1;
+  int routes6 = -1;
+  int service_counters = -1;
+};
+
+class XdpMapSync {
+ public:
+  // Writes the maps for `config`. Throws std::runtime_error (map full, unknown egress interface)
+  // after having written what it could; the caller re-applies the previous config to roll back.
+  void apply(const XdpMapFds& fds, const config::Config& config);
+
+  // Stable per-name service ids (slots of service_counters), kept across reloads.
+  const std::map<std::string, std::uint32_t>& service_ids() const { return service_ids_; }
+
+ private:
+  std::uint32_t id_for(const std::string& name);
+
+  std::map<std::string, std::uint32_t> service_ids_;
+  std::vector<bool> id_used_ = std::vector<bool>(FERRY_MAX_SERVICES, false);
+};
+
+}  // namespace ferry::xdp
