@@ -1,0 +1,126 @@
+// The receive path of one worker: per socket one recv on the shared buffer ring (bundled and
+// multishot where the kernel allows), completions turned into span lists without copying, and the
+// recv lifecycle: re-arm when a recv ends, park on a dry ring until buffers come back, close
+// cleanly on EOF, error or cancel, never two recvs outstanding on one socket.
+#pragma once
+
+#include <liburing.h>
+#include <sys/uio.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+#include "lib/uring/buffer_ring.hh"
+#include "lib/uring/recv_counters.hh"
+#include "lib/uring/recv_options.hh"
+#include "lib/uring/span_list.hh"
+#include "lib/uring/uring.hh"
+
+namespace ferry::uring {
+
+// One socket's receive state. Owned by the caller (the connection), which must keep it at a fixed
+// address until state() is closed: the engine links parked sockets through it.
+class RecvSocket {
+ public:
+  enum class State : std::uint8_t {
+    idle,     // no recv yet
+    armed,    // one recv outstanding
+    parked,   // waiting for buffers; no recv outstanding
+    closing,  // cancel sent; the final completion is still to come
+    closed,   // nothing outstanding, no completion will come for it any more
+  };
+
+  // `user_data` tags this socket's recv completions; the caller routes them back to handle().
+  RecvSocket(int fd, std::uint64_t user_data) : fd_(fd), user_data_(user_data) {}
+  RecvSocket(const RecvSocket&) = delete;
+  RecvSocket& operator=(const RecvSocket&) = delete;
+
+  int fd() const { return fd_; }
+  std::uint64_t user_data() const { return user_data_; }
+  State state() const { return state_; }
+  bool recv_outstanding() const { return outstanding_; }
+  // Recvs submitted and recvs ended for this socket; they never differ by more than one.
+  std::uint64_t recvs_submitted() const { return submitted_; }
+  std::uint64_t recvs_ended() const { return ended_; }
+
+ private:
+  friend class RecvEngine;
+  int fd_;
+  std::uint64_t user_data_;
+  State state_ = State::idle;
+  bool outstanding_ = false;
+  std::uint64_t submitted_ = 0;
+  std::uint64_t ended_ = 0;
+  std::uint64_t armed_at_added_ = 0;  // BufferRing::buffers_added() when the recv was submitted
+  RecvSocket* parked_prev_ = nullptr;
+  RecvSocket* parked_next_ = nullptr;
+};
+
+struct RecvEvent {
+  enum class Kind : std::uint8_t {
+    none,      // nothing for the consumer (e.g. data arriving after close(), already released)
+    data,      // `spans` hold `bytes` received bytes
+    parked,    // -ENOBUFS: the socket waits for buffers and resumes by itself after release()
+    eof,       // the peer closed; state() is closed
+    error,     // `error` is the negative errno; state() is closed
+    canceled,  // close() took effect; state() is closed
+  };
+  Kind kind = Kind::none;
+  // The spans stay valid until the next handle() on this engine (copy the iovecs to keep them);
+  // the bytes they point at stay valid until the consumer passes them to release().
+  std::span<const iovec> spans;
+  std::uint32_t bytes = 0;
+  std::uint32_t buffers = 0;  // ring buffers the completion touched
+  int error = 0;
+};
+
+class RecvEngine {
+ public:
+  // `modes.incremental` is taken from `buffers` (the kernel may have refused it).
+  RecvEngine(Uring& ring, BufferRing& buffers, const RecvModes& modes, RecvCounters& counters);
+  RecvEngine(const RecvEngine&) = delete;
+  RecvEngine& operator=(const RecvEngine&) = delete;
+
+  const RecvModes& modes() const { return modes_; }
+  BufferRing& buffers() { return buffers_; }
+
+  // Queues the socket's first recv (submitted with the caller's next submit). False when the
+  // socket is not idle: a recv is already outstanding, parked or it was closed.
+  bool start(RecvSocket& socket);
+
+  // Handles one completion carrying socket.user_data(). After it, state() tells what happened to
+  // the recv: still armed, re-armed, parked, or closed.
+  RecvEvent handle(RecvSocket& socket, const io_uring_cqe& cqe);
+
+  // The consumer is done with spans from earlier data events (e.g. its send completed). Buffers
+  // that go back to the ring wake parked sockets (FIFO), at most one per free buffer.
+  void release(std::span<const iovec> spans);
+  void release(const iovec& span) { release(std::span<const iovec>(&span, 1)); }
+
+  // Stops receiving. Returns true when the socket is closed at once (nothing outstanding); false
+  // when a cancel was queued and the final completion will still arrive through handle().
+  // The cancel's own completion carries kIgnoredUserData.
+  bool close(RecvSocket& socket);
+
+  std::size_t parked_sockets() const { return parked_count_; }
+
+ private:
+  void arm(RecvSocket& socket);
+  void park(RecvSocket& socket);
+  void unpark(RecvSocket& socket);
+  void wake_parked();
+  void after_recv_ended(RecvSocket& socket);
+  RecvEvent finish(RecvSocket& socket, RecvEvent::Kind kind, int error);
+
+  Uring& ring_;
+  BufferRing& buffers_;
+  RecvModes modes_;
+  RecvCounters& counters_;
+  SpanList spans_;
+  RecvSocket* parked_head_ = nullptr;
+  RecvSocket* parked_tail_ = nullptr;
+  std::size_t parked_count_ = 0;
+};
+
+}  // namespace ferry::uring
