@@ -6,13 +6,16 @@
 
 #include <functional>
 #include <map>
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
 
 namespace ferry::control {
 
 enum class Access { read, admin };
+
+// "read" | "admin", as shown by `help`.
+std::string_view to_string(Access access);
 
 // Who sent a request: SO_PEERCRED for the Unix socket; for TCP, an authenticated token holder.
 struct Peer {
@@ -44,6 +47,7 @@ struct Command {
 
 class CommandTable {
  public:
+  // Throws std::invalid_argument for a name that is not [a-z_]{1,32} or is already taken.
   void add(const std::string& name, Access access, std::string summary, Handler handler);
   const Command* find(const std::string& name) const;
   const std::map<std::string, Command>& all() const { return commands_; }
@@ -52,9 +56,22 @@ class CommandTable {
   std::map<std::string, Command> commands_;
 };
 
+// What became of one dispatched request, for the server's counters and logs.
+struct DispatchOutcome {
+  std::string cmd;         // the command's name when it is in the table, otherwise empty
+  bool ok = false;         // the response carries a result
+  std::string error_code;  // the response's error code when !ok
+};
+
 // Decodes `line`, checks access, runs the handler and encodes the response line (no newline).
 // Never throws.
 std::string dispatch(const CommandTable& table, const AccessPolicy& policy, const Peer& peer,
                      std::string_view line);
+std::string dispatch(const CommandTable& table, const AccessPolicy& policy, const Peer& peer,
+                     std::string_view line, DispatchOutcome& outcome);
+
+// Registers "help" (read): {"commands":[{"name":..,"access":"read|admin","summary":..}]}, listing
+// whatever the table holds when help is asked, so register it once, at any point.
+void add_help_command(CommandTable& table);
 
 }  // namespace ferry::control

@@ -4,11 +4,14 @@
 
 #include <sys/types.h>
 
+#include <boost/asio/io_context.hpp>
+#include <chrono>
+#include <cstddef>
 #include <memory>
+#include <optional>
 #include <string>
 
-#include <boost/asio/io_context.hpp>
-
+#include "lib/common/net.hh"
 #include "lib/config/config.hh"
 #include "lib/control/commands.hh"
 #include "lib/metrics/registry.hh"
@@ -30,10 +33,19 @@ class ControlServer {
   // group, and starts accepting; with tcp.listen set, also reads the token file and listens.
   // Throws std::runtime_error with an operator-readable message on failure.
   void start();
-  // Closes the listeners and every connection, and unlinks the socket file it created.
+  // Closes the listeners and every connection, and unlinks the socket file it created (unless it
+  // has been replaced since). Idempotent. Call start() and stop() on the control thread, or while
+  // the io_context is not running.
   void stop();
 
+  // Open client connections; safe to read from any thread.
   std::size_t open_connections() const;
+
+  // Limits (defaults: 5 minutes, 1024); they apply to connections accepted afterwards.
+  void set_idle_timeout(std::chrono::milliseconds timeout);
+  void set_max_connections(std::size_t max_connections);
+  // The bound TCP listener (useful with port 0), or nullopt when TCP control is off or stopped.
+  std::optional<net::Endpoint> tcp_endpoint() const;
 
  private:
   struct Impl;

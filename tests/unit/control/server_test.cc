@@ -1,0 +1,508 @@
+// A real ControlServer in a temp dir, driven over its Unix socket (and TCP listener) by blocking
+// clients while its io_context runs on a thread of its own.
+#include "lib/control/server.hh"
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <stdexcept>
+#include <thread>
+
+#include "lib/common/unique_fd.hh"
+#include "lib/control/protocol.hh"
+
+namespace ferry::control {
+namespace {
+
+using nlohmann::json;
+
+// A blocking line client. Reads give up after 10 s so that a broken server fails the test
+// instead of hanging it; no test waits that long when the server behaves.
+class LineClient {
+ public:
+  static LineClient unix_socket(const std::string& path) {
+    UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::strncpy(addr.sun_path, path.c_str(), sizeof addr.sun_path - 1);
+    if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+      throw std::runtime_error("connect " + path + ": " + std::strerror(errno));
+    }
+    return LineClient(std::move(fd));
+  }
+
+  static LineClient tcp(const net::Endpoint& endpoint) {
+    sockaddr_storage addr{};
+    socklen_t length = endpoint.to_sockaddr(addr);
+    UniqueFd fd(::socket(addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), length) != 0) {
+      throw std::runtime_error("connect " + endpoint.to_string() + ": " + std::strerror(errno));
+    }
+    return LineClient(std::move(fd));
+  }
+
+  void send(std::string_view bytes) {
+    while (!bytes.empty()) {
+      ssize_t n = ::send(fd_.get(), bytes.data(), bytes.size(), MSG_NOSIGNAL);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) throw std::runtime_error(std::string("send: ") + std::strerror(errno));
+      bytes.remove_prefix(static_cast<std::size_t>(n));
+    }
+  }
+
+  // The next line without its newline; nullopt at EOF or on a connection error.
+  std::optional<std::string> read_line() {
+    for (;;) {
+      auto newline = buffer_.find('\n');
+      if (newline != std::string::npos) {
+        std::string line = buffer_.substr(0, newline);
+        buffer_.erase(0, newline + 1);
+        return line;
+      }
+      char chunk[65536];
+      ssize_t n = ::recv(fd_.get(), chunk, sizeof chunk, 0);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+        throw std::runtime_error("no answer within 10 s");
+      }
+      if (n <= 0) return std::nullopt;
+      buffer_.append(chunk, static_cast<std::size_t>(n));
+    }
+  }
+
+  json read_json() {
+    auto line = read_line();
+    if (!line) throw std::runtime_error("connection closed before a response");
+    return json::parse(*line);
+  }
+
+  json request(const std::string& line) {
+    send(line + "\n");
+    return read_json();
+  }
+
+  // Waits until the server has closed its end, without reading what it sent before.
+  bool wait_for_peer_close() {
+    pollfd p{fd_.get(), POLLRDHUP, 0};
+    return ::poll(&p, 1, 10000) == 1 && (p.revents & (POLLRDHUP | POLLHUP)) != 0;
+  }
+
+  void shutdown_write() { ::shutdown(fd_.get(), SHUT_WR); }
+
+ private:
+  explicit LineClient(UniqueFd fd) : fd_(std::move(fd)) {
+    timeval timeout{10, 0};
+    ::setsockopt(fd_.get(), SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
+  }
+
+  UniqueFd fd_;
+  std::string buffer_;
+};
+
+double metric_value(const metrics::Registry& registry, const std::string& name,
+                    const metrics::Labels& labels) {
+  for (const auto& family : registry.snapshot()) {
+    if (family.name != name) continue;
+    for (const auto& sample : family.samples) {
+      if (sample.labels == labels) return sample.value;
+    }
+  }
+  ADD_FAILURE() << "no sample " << name;
+  return -1;
+}
+
+class ControlServerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char pattern[] = "/tmp/ferry-control-XXXXXX";
+    ASSERT_NE(::mkdtemp(pattern), nullptr);
+    dir_ = pattern;
+    config_.socket = dir_ + "/run/ferryd.sock";
+    config_.mode = 0660;
+    config_.group = std::nullopt;  // no 'ferry' group on a test machine
+
+    add_help_command(table_);
+    table_.add("echo", Access::read, "returns its args",
+               [](const json& args, const Peer&) { return args; });
+    table_.add("whoami", Access::read, "returns the peer", [](const json&, const Peer& peer) {
+      return json{{"pid", peer.pid}, {"uid", peer.uid}, {"tcp", peer.tcp}};
+    });
+    table_.add("admin_only", Access::admin, "needs admin", [](const json&, const Peer&) {
+      return json{{"done", true}};
+    });
+    table_.add("big", Access::read, "returns args.bytes bytes", [](const json& args, const Peer&) {
+      return json{{"data", std::string(args.at("bytes").get<std::size_t>(), 'x')}};
+    });
+  }
+
+  void TearDown() override {
+    stop_io();
+    server_.reset();
+    std::filesystem::remove_all(dir_);
+  }
+
+  ControlServer& make_server() {
+    server_ = std::make_unique<ControlServer>(io_, config_, table_, policy_, registry_);
+    return *server_;
+  }
+
+  void start() {
+    if (!server_) make_server();
+    server_->start();
+    run_io();
+  }
+
+  void run_io() {
+    if (io_thread_.joinable()) return;
+    io_thread_ = std::thread([this] { io_.run(); });
+  }
+
+  void stop_io() {
+    work_.reset();
+    io_.stop();
+    if (io_thread_.joinable()) io_thread_.join();
+  }
+
+  std::string start_error() {
+    try {
+      make_server().start();
+    } catch (const std::runtime_error& e) {
+      return e.what();
+    }
+    return "started";
+  }
+
+  LineClient client() { return LineClient::unix_socket(config_.socket); }
+
+  double counter(const std::string& name, const metrics::Labels& labels) {
+    return metric_value(registry_, name, labels);
+  }
+
+  std::string dir_;
+  config::ControlConfig config_;
+  CommandTable table_;
+  AccessPolicy policy_{::getuid()};
+  metrics::Registry registry_;
+  boost::asio::io_context io_;
+  boost::asio::executor_work_guard<boost::asio::io_context::executor_type> work_{
+      io_.get_executor()};
+  std::thread io_thread_;
+  std::unique_ptr<ControlServer> server_;
+};
+
+TEST_F(ControlServerTest, AnswersPipelinedRequestsInOrder) {
+  start();
+  LineClient c = client();
+  // More than the 64 a connection may have unanswered: the rest waits in the server's buffer.
+  std::string batch;
+  for (int i = 0; i < 300; ++i) {
+    batch += json{{"id", i}, {"cmd", "echo"}, {"args", {{"n", i * 3}}}}.dump() + "\n";
+  }
+  c.send(batch);
+  for (int i = 0; i < 300; ++i) {
+    json r = c.read_json();
+    ASSERT_EQ(r["id"], i);
+    ASSERT_EQ(r["result"]["n"], i * 3);
+  }
+  EXPECT_EQ(counter("ferry_control_requests_total", {{"cmd", "echo"}, {"result", "ok"}}), 300);
+}
+
+TEST_F(ControlServerTest, SeesThePeerCredentials) {
+  start();
+  LineClient c = client();
+  json r = c.request(R"({"id":1,"cmd":"whoami"})");
+  EXPECT_EQ(r["result"]["pid"], ::getpid());
+  EXPECT_EQ(r["result"]["uid"], ::getuid());
+  EXPECT_EQ(r["result"]["tcp"], false);
+  // The test's own uid is the policy's daemon uid.
+  EXPECT_EQ(c.request(R"({"id":2,"cmd":"admin_only"})")["ok"], true);
+}
+
+TEST_F(ControlServerTest, ClosesTheConnectionAfterATooLargeLine) {
+  start();
+  LineClient c = client();
+  c.send(R"({"id":1,"cmd":"echo","args":{"s":")" + std::string(kMaxRequestBytes + 100, 'a'));
+  json r = c.read_json();
+  EXPECT_TRUE(r["id"].is_null());
+  EXPECT_EQ(r["ok"], false);
+  EXPECT_EQ(r["error"]["code"], "too_large");
+  EXPECT_EQ(c.read_line(), std::nullopt);
+  EXPECT_EQ(counter("ferry_control_bad_requests_total", {{"reason", "too_large"}}), 1);
+}
+
+TEST_F(ControlServerTest, AnswersGarbageWithBadRequestAndKeepsServing) {
+  start();
+  LineClient c = client();
+  c.send(std::string("\x00\xff\xfe\x01 binary\n", 13) + "not json\r\n" + "\n" + "   \r\n" +
+         R"({"id":1,"cmd":"help"})" + "\r\n");
+  for (int i = 0; i < 2; ++i) {
+    json r = c.read_json();  // valid JSON although the message quotes invalid UTF-8
+    EXPECT_TRUE(r["id"].is_null());
+    EXPECT_EQ(r["error"]["code"], "bad_request");
+  }
+  json r = c.read_json();
+  EXPECT_EQ(r["id"], 1);
+  EXPECT_EQ(r["ok"], true);
+  EXPECT_EQ(r["result"]["commands"].size(), 5u);
+  EXPECT_EQ(counter("ferry_control_bad_requests_total", {{"reason", "bad_request"}}), 2);
+  EXPECT_EQ(counter("ferry_control_requests_total", {{"cmd", "unknown"}, {"result", "error"}}), 2);
+  EXPECT_EQ(counter("ferry_control_requests_total", {{"cmd", "help"}, {"result", "ok"}}), 1);
+}
+
+TEST_F(ControlServerTest, AnswersAClientThatHalfClosesAfterItsLastRequest) {
+  start();
+  LineClient c = client();
+  c.send(R"({"id":1,"cmd":"echo","args":{"n":1}})"
+         "\n"
+         R"({"id":2,"cmd":"nope"})"
+         "\n"
+         R"({"id":3,"cmd":"echo","args":{"n":3}})");  // the last one without a newline
+  c.shutdown_write();
+  EXPECT_EQ(c.read_json()["result"]["n"], 1);
+  EXPECT_EQ(c.read_json()["error"]["code"], "unknown_command");
+  EXPECT_EQ(c.read_json()["result"]["n"], 3);
+  EXPECT_EQ(c.read_line(), std::nullopt);
+}
+
+TEST_F(ControlServerTest, CreatesTheDirectoryAndAppliesTheMode) {
+  config_.mode = 0600;
+  start();
+  struct stat st {};
+  ASSERT_EQ(::lstat(config_.socket.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISSOCK(st.st_mode));
+  EXPECT_EQ(st.st_mode & 07777, 0600u);
+  ASSERT_EQ(::stat((dir_ + "/run").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0750u);
+}
+
+TEST_F(ControlServerTest, ReplacesAStaleSocketFile) {
+  std::filesystem::create_directories(dir_ + "/run");
+  {
+    // Bound and closed without ever listening: what a crashed daemon leaves behind.
+    UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM, 0));
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::strncpy(addr.sun_path, config_.socket.c_str(), sizeof addr.sun_path - 1);
+    ASSERT_EQ(::bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  }
+  start();
+  EXPECT_EQ(client().request(R"({"id":1,"cmd":"help"})")["ok"], true);
+}
+
+TEST_F(ControlServerTest, RefusesToStartWhileAnotherServerAnswers) {
+  start();
+  ControlServer second(io_, config_, table_, policy_, registry_);
+  try {
+    second.start();
+    FAIL() << "second server started";
+  } catch (const std::runtime_error& e) {
+    EXPECT_EQ(std::string(e.what()), "control.socket " + config_.socket +
+                                         ": another ferryd is already running (pid " +
+                                         std::to_string(::getpid()) + ")");
+  }
+  // The first server's socket is untouched and still answers.
+  EXPECT_EQ(client().request(R"({"id":1,"cmd":"help"})")["ok"], true);
+}
+
+TEST_F(ControlServerTest, RefusesASymlinkAtTheSocketPath) {
+  std::filesystem::create_directories(dir_ + "/run");
+  std::string target = dir_ + "/elsewhere";
+  ASSERT_EQ(::symlink(target.c_str(), config_.socket.c_str()), 0);
+  std::string error = start_error();
+  EXPECT_NE(error.find("control.socket " + config_.socket + ": is a symbolic link"),
+            std::string::npos)
+      << error;
+  struct stat st {};
+  ASSERT_EQ(::lstat(config_.socket.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISLNK(st.st_mode));
+  EXPECT_NE(::lstat(target.c_str(), &st), 0);
+}
+
+TEST_F(ControlServerTest, RefusesAFileThatIsNotASocket) {
+  std::filesystem::create_directories(dir_ + "/run");
+  std::ofstream(config_.socket) << "precious";
+  std::string error = start_error();
+  EXPECT_NE(error.find("exists and is not a socket"), std::string::npos) << error;
+  std::ifstream in(config_.socket);
+  std::string content;
+  in >> content;
+  EXPECT_EQ(content, "precious");
+}
+
+TEST_F(ControlServerTest, RemovesTheSocketFileOnStop) {
+  start();
+  stop_io();
+  server_->stop();
+  struct stat st {};
+  EXPECT_NE(::lstat(config_.socket.c_str(), &st), 0);
+  EXPECT_EQ(errno, ENOENT);
+}
+
+TEST_F(ControlServerTest, LeavesAReplacedSocketFileAloneOnStop) {
+  start();
+  stop_io();
+  ASSERT_EQ(::unlink(config_.socket.c_str()), 0);
+  std::ofstream(config_.socket) << "someone else's";
+  server_->stop();
+  struct stat st {};
+  EXPECT_EQ(::lstat(config_.socket.c_str(), &st), 0);
+}
+
+TEST_F(ControlServerTest, DisconnectsAClientThatNeverReads) {
+  start();
+  LineClient c = client();
+  std::string batch;
+  constexpr int kRequests = 60;  // 60 x 256 KiB: far beyond the 1 MiB output cap
+  for (int i = 0; i < kRequests; ++i) {
+    batch += json{{"id", i}, {"cmd", "big"}, {"args", {{"bytes", 256 * 1024}}}}.dump() + "\n";
+  }
+  c.send(batch);
+  ASSERT_TRUE(c.wait_for_peer_close());
+  EXPECT_EQ(counter("ferry_control_rejected_connections_total", {{"reason", "slow_reader"}}), 1);
+  EXPECT_EQ(server_->open_connections(), 0u);
+  // What the kernel had already taken is still readable, then the stream ends short.
+  int answered = 0;
+  while (auto line = c.read_line()) {
+    EXPECT_EQ(json::parse(*line)["id"], answered);
+    ++answered;
+  }
+  EXPECT_LT(answered, kRequests);
+}
+
+TEST_F(ControlServerTest, ClosesIdleConnections) {
+  make_server().set_idle_timeout(std::chrono::milliseconds(50));
+  start();
+  LineClient c = client();
+  EXPECT_EQ(c.request(R"({"id":1,"cmd":"help"})")["ok"], true);
+  EXPECT_EQ(c.read_line(), std::nullopt);
+  EXPECT_EQ(server_->open_connections(), 0u);
+}
+
+TEST_F(ControlServerTest, RefusesConnectionsOverTheLimit) {
+  make_server().set_max_connections(2);
+  start();
+  LineClient a = client();
+  LineClient b = client();
+  EXPECT_EQ(a.request(R"({"id":1,"cmd":"help"})")["ok"], true);
+  EXPECT_EQ(b.request(R"({"id":1,"cmd":"help"})")["ok"], true);
+  EXPECT_EQ(server_->open_connections(), 2u);
+  LineClient third = client();  // the kernel completes the connect; the server closes it
+  EXPECT_EQ(third.read_line(), std::nullopt);
+  EXPECT_EQ(counter("ferry_control_rejected_connections_total", {{"reason", "limit"}}), 1);
+  EXPECT_EQ(counter("ferry_control_connections_total", {{"transport", "unix"}}), 2);
+  EXPECT_EQ(counter("ferry_control_connections_open", {}), 2);
+}
+
+TEST_F(ControlServerTest, ClosesEverythingOnStop) {
+  start();
+  LineClient c = client();
+  EXPECT_EQ(c.request(R"({"id":1,"cmd":"help"})")["ok"], true);
+  stop_io();
+  server_->stop();
+  EXPECT_EQ(server_->open_connections(), 0u);
+  EXPECT_EQ(c.read_line(), std::nullopt);
+  EXPECT_THROW(LineClient::unix_socket(config_.socket), std::runtime_error);
+}
+
+class ControlServerTcpTest : public ControlServerTest {
+ protected:
+  void SetUp() override {
+    ControlServerTest::SetUp();
+    config_.tcp.listen = net::Endpoint::parse("127.0.0.1:0");
+    config_.tcp.token_file = dir_ + "/token";
+    write_token("s3cret\n", 0600);
+  }
+
+  void write_token(const std::string& content, mode_t mode) {
+    std::ofstream(*config_.tcp.token_file, std::ios::trunc) << content;
+    ASSERT_EQ(::chmod(config_.tcp.token_file->c_str(), mode), 0);
+  }
+
+  LineClient tcp_client() {
+    auto endpoint = server_->tcp_endpoint();
+    if (!endpoint) throw std::runtime_error("no TCP listener");
+    return LineClient::tcp(*endpoint);
+  }
+};
+
+TEST_F(ControlServerTcpTest, AGoodTokenOpensTheLineProtocolWithAdminAccess) {
+  start();
+  ASSERT_TRUE(server_->tcp_endpoint());
+  EXPECT_NE(server_->tcp_endpoint()->port, 0);
+  LineClient c = tcp_client();
+  c.send(R"({"auth":"s3cret"})"
+         "\n"
+         R"({"id":1,"cmd":"whoami"})"
+         "\n");
+  EXPECT_EQ(c.read_line(), R"({"id":null,"ok":true,"result":{"authenticated":true}})");
+  EXPECT_EQ(c.read_json()["result"]["tcp"], true);
+  EXPECT_EQ(c.request(R"({"id":2,"cmd":"admin_only"})")["ok"], true);
+  EXPECT_EQ(counter("ferry_control_connections_total", {{"transport", "tcp"}}), 1);
+}
+
+TEST_F(ControlServerTcpTest, AWrongTokenIsRejectedAndClosed) {
+  start();
+  LineClient c = tcp_client();
+  json r = c.request(R"({"auth":"guess"})");
+  EXPECT_TRUE(r["id"].is_null());
+  EXPECT_EQ(r["ok"], false);
+  EXPECT_EQ(r["error"]["code"], "unauthorized");
+  EXPECT_EQ(c.read_line(), std::nullopt);
+  EXPECT_EQ(counter("ferry_control_rejected_connections_total", {{"reason", "auth"}}), 1);
+}
+
+TEST_F(ControlServerTcpTest, ARequestBeforeAuthIsRejected) {
+  start();
+  LineClient c = tcp_client();
+  EXPECT_EQ(c.request(R"({"id":1,"cmd":"help"})")["error"]["code"], "unauthorized");
+  EXPECT_EQ(c.read_line(), std::nullopt);
+}
+
+TEST_F(ControlServerTcpTest, TurnsAwayASourceAfterRepeatedFailures) {
+  start();
+  for (int i = 0; i < 5; ++i) {
+    LineClient c = tcp_client();
+    EXPECT_EQ(c.request(R"({"auth":"guess"})")["error"]["code"], "unauthorized");
+  }
+  // Even the right token is not heard now: the connection is closed before any line is read.
+  LineClient c = tcp_client();
+  c.send(R"({"auth":"s3cret"})"
+         "\n");
+  EXPECT_EQ(c.read_line(), std::nullopt);
+  EXPECT_EQ(counter("ferry_control_rejected_connections_total", {{"reason", "auth"}}), 6);
+}
+
+TEST_F(ControlServerTcpTest, RefusesATokenFileOthersCanRead) {
+  write_token("s3cret\n", 0644);
+  std::string error = start_error();
+  EXPECT_NE(error.find("control.tcp.token_file " + *config_.tcp.token_file + ": mode 0644"),
+            std::string::npos)
+      << error;
+  // Refused before anything was created.
+  struct stat st {};
+  EXPECT_NE(::lstat(config_.socket.c_str(), &st), 0);
+}
+
+TEST_F(ControlServerTcpTest, RefusesAMissingOrEmptyTokenFile) {
+  write_token("\n", 0600);
+  EXPECT_NE(start_error().find("is empty"), std::string::npos);
+  std::filesystem::remove(*config_.tcp.token_file);
+  EXPECT_NE(start_error().find("does not exist"), std::string::npos);
+  config_.tcp.token_file = std::nullopt;
+  EXPECT_NE(start_error().find("control.tcp.token_file is not"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace ferry::control
