@@ -51,8 +51,8 @@ class VethPair {
            const std::string& outer_ip)
       : inner_(std::move(inner)), outer_(std::move(outer)) {
     std::string q = std::to_string(queues);
-    run("ip link add " + inner_ + " numrxqueues " + q + " numtxqueues " + q + " type veth peer name " +
-        outer_ + " numrxqueues " + q + " numtxqueues " + q);
+    run("ip link add " + inner_ + " numrxqueues " + q + " numtxqueues " + q +
+        " type veth peer name " + outer_ + " numrxqueues " + q + " numtxqueues " + q);
     run("ip link set " + inner_ + " up");
     run("ip link set " + outer_ + " up");
     run("ip addr add " + outer_ip + "/24 dev " + outer_);
@@ -77,8 +77,8 @@ class VethPair {
     if (rc != 0) throw std::runtime_error("SIOCGIFHWADDR " + ifname);
     const auto* b = reinterpret_cast<const unsigned char*>(ifr.ifr_hwaddr.sa_data);
     char text[18];
-    std::snprintf(text, sizeof(text), "%02x:%02x:%02x:%02x:%02x:%02x", b[0], b[1], b[2], b[3],
-                  b[4], b[5]);
+    std::snprintf(text, sizeof(text), "%02x:%02x:%02x:%02x:%02x:%02x", b[0], b[1], b[2], b[3], b[4],
+                  b[5]);
     return text;
   }
 

@@ -70,7 +70,9 @@ class RedirectProgram {
 };
 
 // Frames are read byte-wise: headers in a frame are not aligned for the kernel structs.
-std::uint16_t load16(const std::uint8_t* p) { return static_cast<std::uint16_t>(p[0] << 8 | p[1]); }
+std::uint16_t load16(const std::uint8_t* p) {
+  return static_cast<std::uint16_t>(p[0] << 8 | p[1]);
+}
 void store16(std::uint8_t* p, std::uint16_t v) {
   p[0] = static_cast<std::uint8_t>(v >> 8);
   p[1] = static_cast<std::uint8_t>(v);
@@ -126,8 +128,8 @@ class Reflector {
     for (;;) {
       bool work = burst();
       std::uint32_t in_flight = rings_.tx.producer_word() - rings_.completion.producer_word();
-      if (in_flight > 0 && kick_tx(socket_.fd(), rings_.tx, socket_.bind_info().need_wakeup) !=
-                               Wakeup::not_needed) {
+      if (in_flight > 0 &&
+          kick_tx(socket_.fd(), rings_.tx, socket_.bind_info().need_wakeup) != Wakeup::not_needed) {
         ++tx_kicks;
       }
       // Completions first, straight into the fill ring; the slab only tops up what is missing.
@@ -222,7 +224,8 @@ int open_xdp_sockets() {
 int socket_mappings() {
   std::ifstream maps("/proc/self/maps");
   int count = 0;
-  for (std::string line; std::getline(maps, line);) count += line.find("socket:[") != std::string::npos;
+  for (std::string line; std::getline(maps, line);)
+    count += line.find("socket:[") != std::string::npos;
   return count;
 }
 

@@ -1,0 +1,36 @@
+// The one UMEM and every AF_XDP socket bound to it, torn down in the only safe order: sockets
+// (newest first), then the UMEM registration, then the mapping.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "lib/xsk/umem_pool.hh"
+#include "lib/xsk/xsk_socket.hh"
+
+namespace ferry::xsk {
+
+class SharedUmem {
+ public:
+  explicit SharedUmem(const UmemConfig& config) : pool_(config) {}
+  ~SharedUmem();
+  SharedUmem(const SharedUmem&) = delete;
+  SharedUmem& operator=(const SharedUmem&) = delete;
+
+  // Binds an AF_XDP socket to (options.ifname, options.queue). The first call uses the UMEM's
+  // own fill/completion rings (xsk_socket__create); every further call is
+  // xsk_socket__create_shared with its own. Throws std::system_error naming interface and queue.
+  XskSocket& bind(const XskOptions& options);
+
+  UmemPool& pool() { return pool_; }
+  const UmemPool& pool() const { return pool_; }
+  std::span<const std::unique_ptr<XskSocket>> sockets() const { return sockets_; }
+
+ private:
+  UmemPool pool_;
+  std::vector<std::unique_ptr<XskSocket>> sockets_;
+};
+
+}  // namespace ferry::xsk
