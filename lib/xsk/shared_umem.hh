@@ -22,6 +22,8 @@ class SharedUmem {
   // Binds an AF_XDP socket to (options.ifname, options.queue). The first call uses the UMEM's
   // own fill/completion rings (xsk_socket__create); every further call is
   // xsk_socket__create_shared with its own. Throws std::system_error naming interface and queue.
+  // Fill the socket's fill ring before putting it into an XSKMAP: frames redirected to a socket
+  // with an empty fill ring are dropped (XDP_STATISTICS rx_dropped / rx_fill_ring_empty_descs).
   XskSocket& bind(const XskOptions& options);
 
   UmemPool& pool() { return pool_; }
