@@ -1,0 +1,52 @@
+// Internet checksum arithmetic (RFC 1071 sum, RFC 768/793 pseudo-headers).
+#include "lib/packet/checksum.hh"
+
+namespace ferry::packet {
+
+std::uint64_t ones_complement_add(std::uint64_t sum, ConstFrameBytes bytes) noexcept {
+  const std::uint8_t* p = bytes.data();
+  std::size_t n = bytes.size();
+  // 32-bit big-endian chunks into a 64-bit accumulator: the carries pile up in the high half and
+  // are folded once; a 64 KiB packet cannot overflow it.
+  while (n >= 4) {
+    sum += load_be32(p);
+    p += 4;
+    n -= 4;
+  }
+  if (n >= 2) {
+    sum += load_be16(p);
+    p += 2;
+    n -= 2;
+  }
+  if (n == 1) sum += std::uint64_t{p[0]} << 8;
+  return sum;
+}
+
+std::uint16_t fold_checksum(std::uint64_t sum) noexcept {
+  while (sum >> 16) sum = (sum & 0xffff) + (sum >> 16);
+  return static_cast<std::uint16_t>(sum);
+}
+
+std::uint16_t ipv4_header_checksum(const std::uint8_t* ip, std::uint32_t header_bytes) noexcept {
+  std::uint64_t sum = ones_complement_add(0, {ip, 10});
+  sum = ones_complement_add(sum, {ip + 12, header_bytes - 12});
+  return static_cast<std::uint16_t>(~fold_checksum(sum));
+}
+
+std::uint16_t l4_checksum(ConstFrameBytes frame, const ParsedPacket& p) noexcept {
+  bool udp = p.protocol == IPPROTO_UDP;
+  std::uint32_t covered = udp ? p.payload_bytes + kUdpHeaderBytes : p.l4_bytes;
+  const std::uint8_t* l4 = frame.data() + p.l4_offset;
+  std::uint32_t checksum_at = udp ? 6 : 16;
+  std::uint64_t sum = ones_complement_add(0, {p.src_address.data(), p.address_bytes()});
+  sum = ones_complement_add(sum, {p.dst_address.data(), p.address_bytes()});
+  sum += p.protocol;
+  sum += covered;
+  sum = ones_complement_add(sum, {l4, checksum_at});
+  sum = ones_complement_add(sum, {l4 + checksum_at + 2, covered - checksum_at - 2});
+  auto checksum = static_cast<std::uint16_t>(~fold_checksum(sum));
+  if (udp && checksum == 0) checksum = 0xffff;
+  return checksum;
+}
+
+}  // namespace ferry::packet

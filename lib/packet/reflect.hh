@@ -1,0 +1,17 @@
+// The reflect action: send a packet straight back where it came from (health checks, tests).
+#pragma once
+
+#include <cstdint>
+
+#include "lib/packet/bytes.hh"
+#include "lib/packet/parse.hh"
+#include "lib/packet/verdict.hh"
+
+namespace ferry::packet {
+
+// Swaps the Ethernet, IP and UDP/TCP source and destination and forwards out of `ingress_port`.
+// No checksum changes: the ones'-complement sums (IPv4 header and L4 pseudo-header) do not depend
+// on the order of the swapped words. TTL and VLAN tags are left as they are.
+Verdict reflect(FrameBytes frame, ParsedPacket& p, std::uint32_t ingress_port) noexcept;
+
+}  // namespace ferry::packet

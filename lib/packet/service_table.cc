@@ -1,0 +1,89 @@
+// Building a ServiceTable from the configured services.
+#include "lib/packet/service_table.hh"
+
+#include <stdexcept>
+
+namespace ferry::packet {
+
+struct ServiceTableBuilder {
+  static ServiceTable build(std::span<const config::ServiceConfig> configs,
+                            const ServiceTableOptions& options);
+};
+
+namespace {
+
+EndpointKey key_of(const net::IpAddress& address, std::uint16_t port, std::uint8_t protocol) {
+  return {address.bytes, port, protocol, address.is_v4() ? IpVersion::v4 : IpVersion::v6};
+}
+
+}  // namespace
+
+ServiceTable ServiceTableBuilder::build(std::span<const config::ServiceConfig> configs,
+                                        const ServiceTableOptions& options) {
+  if (!is_prime(options.maglev_size)) {
+    throw std::invalid_argument("maglev table size " + std::to_string(options.maglev_size) +
+                                " is not prime");
+  }
+  ServiceTable table;
+  table.flow_hash_seed_ = options.flow_hash_seed;
+  for (const config::ServiceConfig& c : configs) {
+    if (!c.protocols.udp) continue;
+    if (c.mode != config::ServiceMode::proxy && c.mode != config::ServiceMode::reflect) continue;
+    Service s;
+    s.id = static_cast<std::uint32_t>(table.services_.size());
+    s.name = c.name;
+    s.action =
+        c.mode == config::ServiceMode::proxy ? ServiceAction::balance : ServiceAction::reflect;
+    s.vip = c.vip;
+    s.port = c.port;
+    s.protocol = IPPROTO_UDP;
+    if (s.action == ServiceAction::balance) s.backends = c.backends;
+    if (s.backends.size() >= MaglevTable::kNoBackend) {
+      throw std::invalid_argument("service " + c.name + ": more than 65534 backends");
+    }
+
+    std::vector<std::string> names;
+    names.reserve(s.backends.size());
+    for (const net::Endpoint& b : s.backends) {
+      if (b.address.family != c.vip.family) {
+        throw std::invalid_argument("service " + c.name + ": backend " + b.to_string() +
+                                    " is not of the vip's address family");
+      }
+      bool up = !options.backend_up || options.backend_up(c, b);
+      s.backend_up.push_back(up);
+      names.push_back(b.to_string());
+    }
+    std::vector<MaglevBackend> in_table;
+    for (std::size_t i = 0; i < s.backends.size(); ++i) {
+      if (s.backend_up[i]) in_table.push_back({names[i], static_cast<std::uint16_t>(i)});
+    }
+    s.maglev = MaglevTable::build(in_table, options.maglev_size);
+
+    if (!table.by_vip_.insert(key_of(s.vip, s.port, s.protocol), {s.id, 0})) {
+      throw std::invalid_argument("service " + c.name + ": udp " +
+                                  net::Endpoint{s.vip, s.port}.to_string() +
+                                  " is already served by another service");
+    }
+    for (std::size_t i = 0; i < s.backends.size(); ++i) {
+      const net::Endpoint& b = s.backends[i];
+      EndpointKey key = key_of(b.address, b.port, s.protocol);
+      if (!table.by_backend_.insert(key, {s.id, static_cast<std::uint32_t>(i)})) {
+        std::uint32_t owner = table.by_backend_.find(key)->service;
+        throw std::invalid_argument(
+            "service " + c.name + ": backend " + b.to_string() + " (udp) already serves service " +
+            (owner == s.id ? c.name : table.services_[owner].name) +
+            "; replies from it could not be told apart without per-flow state, so give each "
+            "service its own backend address or port");
+      }
+    }
+    table.services_.push_back(std::move(s));
+  }
+  return table;
+}
+
+ServiceTable build_service_table(std::span<const config::ServiceConfig> services,
+                                 const ServiceTableOptions& options) {
+  return ServiceTableBuilder::build(services, options);
+}
+
+}  // namespace ferry::packet

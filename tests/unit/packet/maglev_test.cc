@@ -1,0 +1,198 @@
+// Maglev: even split of the table, minimal disruption when a backend leaves, determinism.
+#include "lib/packet/maglev.hh"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "lib/packet/flow_hash.hh"
+
+namespace ferry::packet {
+namespace {
+
+std::vector<std::string> backend_names(int n) {
+  std::vector<std::string> names;
+  for (int i = 0; i < n; ++i) names.push_back("10.0.1." + std::to_string(i + 2) + ":53");
+  return names;
+}
+
+// All backends of `names` except `skip` (-1: none), each with its index in `names`.
+MaglevTable build_without(const std::vector<std::string>& names, int skip, std::uint32_t size) {
+  std::vector<MaglevBackend> in;
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    if (static_cast<int>(i) != skip) in.push_back({names[i], static_cast<std::uint16_t>(i)});
+  }
+  return MaglevTable::build(in, size);
+}
+
+// Random 5-tuples hashed as the workers do.
+std::vector<std::uint64_t> random_flow_hashes(std::size_t count, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<std::uint64_t> hashes;
+  hashes.reserve(count);
+  ParsedPacket p;
+  p.protocol = IPPROTO_UDP;
+  p.dst_address = {10, 0, 0, 10};
+  p.dst_port = 53;
+  for (std::size_t i = 0; i < count; ++i) {
+    std::uint64_t r = rng();
+    p.src_address = {static_cast<std::uint8_t>(r), static_cast<std::uint8_t>(r >> 8),
+                     static_cast<std::uint8_t>(r >> 16), static_cast<std::uint8_t>(r >> 24)};
+    p.src_port = static_cast<std::uint16_t>(r >> 32);
+    hashes.push_back(flow_hash(p, kDefaultFlowHashSeed));
+  }
+  return hashes;
+}
+
+TEST(Maglev, IsPrime) {
+  EXPECT_TRUE(is_prime(65537));
+  EXPECT_TRUE(is_prime(2));
+  EXPECT_TRUE(is_prime(251));
+  EXPECT_FALSE(is_prime(0));
+  EXPECT_FALSE(is_prime(1));
+  EXPECT_FALSE(is_prime(65536));
+  EXPECT_FALSE(is_prime(65539 * 3));
+}
+
+TEST(Maglev, EveryBackendGetsItsShareOfSlots) {
+  for (int n : {1, 2, 3, 10, 37, 100}) {
+    auto names = backend_names(n);
+    MaglevTable t = build_without(names, -1, MaglevTable::kDefaultSize);
+    ASSERT_EQ(t.slots().size(), MaglevTable::kDefaultSize);
+    std::vector<std::uint32_t> count(n, 0);
+    for (std::uint16_t b : t.slots()) {
+      ASSERT_LT(b, n);
+      ++count[b];
+    }
+    double share = static_cast<double>(MaglevTable::kDefaultSize) / n;
+    for (int i = 0; i < n; ++i) {
+      EXPECT_GE(count[i], share * 0.9) << n << " backends, backend " << i;
+      EXPECT_LE(count[i], share * 1.1) << n << " backends, backend " << i;
+      // One slot per backend per round: counts differ by at most one.
+      EXPECT_LE(count[i], static_cast<std::uint32_t>(share) + 1);
+      EXPECT_GE(count[i], static_cast<std::uint32_t>(share));
+    }
+  }
+}
+
+TEST(Maglev, FlowsSpreadEvenlyOverBackends) {
+  auto names = backend_names(10);
+  MaglevTable t = build_without(names, -1, MaglevTable::kDefaultSize);
+  std::vector<std::uint32_t> count(10, 0);
+  auto flows = random_flow_hashes(1'000'000, 1);
+  for (std::uint64_t h : flows) ++count[t.lookup(h)];
+  for (int i = 0; i < 10; ++i) {
+    EXPECT_NEAR(count[i], 100'000, 10'000) << "backend " << i;
+  }
+}
+
+TEST(Maglev, RemovingOneOfTenMovesOnlyItsFlowsPlusLittle) {
+  auto names = backend_names(10);
+  MaglevTable before = build_without(names, -1, MaglevTable::kDefaultSize);
+  auto flows = random_flow_hashes(1'000'000, 2);
+  for (int removed = 0; removed < 10; ++removed) {
+    MaglevTable after = build_without(names, removed, MaglevTable::kDefaultSize);
+    std::size_t on_removed = 0, moved_elsewhere = 0;
+    for (std::uint64_t h : flows) {
+      std::uint16_t a = before.lookup(h), b = after.lookup(h);
+      ASSERT_NE(b, removed);
+      if (a == removed) {
+        ++on_removed;  // had to move, and did (b != removed)
+      } else if (a != b) {
+        ++moved_elsewhere;
+      }
+    }
+    double moved_share = static_cast<double>(moved_elsewhere) / flows.size();
+    double removed_share = static_cast<double>(on_removed) / flows.size();
+    EXPECT_LT(moved_share, 0.02) << "removing backend " << removed;
+    EXPECT_NEAR(removed_share, 0.1, 0.01) << "removing backend " << removed;
+    if (removed == 0) {
+      std::printf("remove 1 of 10: %.2f%% of flows were on it, %.3f%% of the others moved\n",
+                  100 * removed_share, 100 * moved_share);
+    }
+  }
+}
+
+TEST(Maglev, ReaddingABackendRestoresTheTable) {
+  auto names = backend_names(10);
+  MaglevTable full = build_without(names, -1, 1031);
+  MaglevTable again = build_without(names, -1, 1031);
+  ASSERT_TRUE(std::equal(full.slots().begin(), full.slots().end(), again.slots().begin()));
+  MaglevTable without = build_without(names, 4, 1031);
+  EXPECT_FALSE(std::equal(full.slots().begin(), full.slots().end(), without.slots().begin()));
+}
+
+TEST(Maglev, InputOrderDoesNotMatter) {
+  auto names = backend_names(20);
+  std::vector<MaglevBackend> in;
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    in.push_back({names[i], static_cast<std::uint16_t>(i)});
+  }
+  MaglevTable a = MaglevTable::build(in, 4099);
+  std::mt19937 rng(3);
+  std::shuffle(in.begin(), in.end(), rng);
+  MaglevTable b = MaglevTable::build(in, 4099);
+  EXPECT_TRUE(std::equal(a.slots().begin(), a.slots().end(), b.slots().begin()));
+}
+
+TEST(Maglev, SmallTablesForTests) {
+  auto names = backend_names(3);
+  MaglevTable t = build_without(names, -1, 13);
+  ASSERT_EQ(t.slots().size(), 13u);
+  std::vector<int> count(3, 0);
+  for (std::uint16_t b : t.slots()) ++count[b];
+  EXPECT_EQ(count[0] + count[1] + count[2], 13);
+  for (int c : count) EXPECT_TRUE(c == 4 || c == 5);
+  EXPECT_EQ(t.backend_count(), 3u);
+}
+
+TEST(Maglev, EmptyTableHasNoBackend) {
+  MaglevTable t = MaglevTable::build({}, 251);
+  EXPECT_TRUE(t.empty());
+  EXPECT_EQ(t.lookup(12345), MaglevTable::kNoBackend);
+  MaglevTable default_constructed;
+  EXPECT_EQ(default_constructed.lookup(0), MaglevTable::kNoBackend);
+}
+
+TEST(Maglev, RejectsBadInput) {
+  auto names = backend_names(3);
+  std::vector<MaglevBackend> in = {{names[0], 0}, {names[1], 1}};
+  EXPECT_THROW(MaglevTable::build(in, 65536), std::invalid_argument);
+  EXPECT_THROW(MaglevTable::build(in, 1), std::invalid_argument);
+  std::vector<MaglevBackend> twice = {{names[0], 0}, {names[0], 1}};
+  EXPECT_THROW(MaglevTable::build(twice, 251), std::invalid_argument);
+  std::vector<MaglevBackend> reserved = {{names[0], MaglevTable::kNoBackend}};
+  EXPECT_THROW(MaglevTable::build(reserved, 251), std::invalid_argument);
+  auto many = backend_names(20);
+  std::vector<MaglevBackend> too_many;
+  for (std::size_t i = 0; i < many.size(); ++i) {
+    too_many.push_back({many[i], static_cast<std::uint16_t>(i)});
+  }
+  EXPECT_THROW(MaglevTable::build(too_many, 13), std::invalid_argument);
+}
+
+TEST(FlowHash, SameTupleSameHashDifferentSeedDifferentHash) {
+  ParsedPacket a;
+  a.protocol = IPPROTO_UDP;
+  a.src_address = {192, 0, 2, 1};
+  a.dst_address = {10, 0, 0, 10};
+  a.src_port = 40000;
+  a.dst_port = 53;
+  ParsedPacket b = a;
+  b.hop_limit = 7;  // not part of the tuple
+  b.l3_offset = 18;
+  EXPECT_EQ(flow_hash(a, 1), flow_hash(b, 1));
+  EXPECT_NE(flow_hash(a, 1), flow_hash(a, 2));
+  b.src_port = 40001;
+  EXPECT_NE(flow_hash(a, 1), flow_hash(b, 1));
+  b = a;
+  b.version = IpVersion::v6;
+  EXPECT_NE(flow_hash(a, 1), flow_hash(b, 1));
+}
+
+}  // namespace
+}  // namespace ferry::packet
