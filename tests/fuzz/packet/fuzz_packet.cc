@@ -3,7 +3,8 @@
 // checksums which were right before are right after. Build and run (from the repo root):
 //   clang++ -std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -I. \
 //     tests/fuzz/packet/fuzz_packet.cc lib/packet/*.cc lib/common/net.cc -o fuzz_packet
-//   ./fuzz_packet -max_total_time=20 tests/fuzz/corpus/packet
+//   mkdir -p /tmp/fuzz_packet_corpus   # new inputs land in the first directory, not the seeds
+//   ./fuzz_packet -max_total_time=20 /tmp/fuzz_packet_corpus tests/fuzz/corpus/packet
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -115,20 +116,9 @@ void check_after(const std::vector<std::uint8_t>& f, const ParsedPacket& p,
   if (was.l4_ok && !was.udp_none) FUZZ_CHECK(now.l4_ok);
 }
 
-}  // namespace
-
-extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
-  ParsedPacket p;
-  ParseError e = parse_frame({data, size}, p);
-  (void)to_string(e);
-  (void)passes_to_kernel(e);
-  if (e != ParseError::none) return 0;
-  FUZZ_CHECK(p.l3_offset + std::uint64_t{p.l3_bytes} <= size);
-  FUZZ_CHECK(p.payload_offset + std::uint64_t{p.payload_bytes} <= size);
-
-  const std::vector<std::uint8_t> original(data, data + size);
+// Runs every action on its own copy of `original` (parsed as `p`) and checks the results.
+void run_actions(const std::vector<std::uint8_t>& original, const ParsedPacket& p) {
   const ChecksumState was = checksums(original, p);
-
   {  // route
     auto f = original;
     ParsedPacket q = p;
@@ -173,5 +163,34 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     reflect(f, q, 5);
     FUZZ_CHECK(f == original);
   }
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  ParsedPacket p;
+  ParseError e = parse_frame({data, size}, p);
+  (void)to_string(e);
+  (void)passes_to_kernel(e);
+  if (e != ParseError::none) return 0;
+  FUZZ_CHECK(p.l3_offset + std::uint64_t{p.l3_bytes} <= size);
+  FUZZ_CHECK(p.payload_offset + std::uint64_t{p.payload_bytes} <= size);
+
+  // As received (checksums most likely wrong after mutation: actions must not care)...
+  std::vector<std::uint8_t> frame(data, data + size);
+  run_actions(frame, p);
+  // ...and with both checksums made right first, so every input also checks that incremental
+  // updates equal a full recomputation. (A UDP checksum of 0, "none", is kept as the sender's.)
+  if (p.is_v4()) {
+    store_be16(frame.data() + p.l3_offset + 10,
+               ipv4_header_checksum(frame.data() + p.l3_offset, p.l4_offset - p.l3_offset));
+  }
+  std::uint8_t* l4_sum = frame.data() + p.l4_checksum_offset();
+  if (!(p.protocol == IPPROTO_UDP && load_be16(l4_sum) == 0)) {
+    store_be16(l4_sum, l4_checksum(frame, p));
+  }
+  const ChecksumState fixed = checksums(frame, p);
+  FUZZ_CHECK(fixed.ipv4_ok && (fixed.l4_ok || fixed.udp_none));
+  run_actions(frame, p);
   return 0;
 }
