@@ -501,6 +501,8 @@ class Validator {
     std::unordered_map<std::string, SourcePosition> names;
     // "vip|port|proto" -> index of the service that serves it
     std::unordered_map<std::string, std::size_t> listeners;
+    // backend "ip:port" -> index of the UDP proxy service it serves
+    std::unordered_map<std::string, std::size_t> udp_backends;
     for (std::size_t i = 0; i < v.items.size(); ++i) {
       const JsonValue& item = v.items[i];
       std::string item_path = element(path, i);
@@ -521,6 +523,20 @@ class Validator {
                fmt::format("{} {} port {} is already served by service {} ({})", protocol_name(tcp),
                            s.vip.to_string(), s.port, in_quotes(out[it->second].name),
                            element(path, it->second)));
+        }
+      }
+      // The stateless UDP path recognises a reply by its source (backend ip:port) alone, so one
+      // backend cannot serve two UDP services: its replies could not be told apart.
+      if (s.protocols.udp && s.mode == ServiceMode::proxy) {
+        for (const auto& b : s.backends) {
+          auto [it, inserted] = udp_backends.emplace(b.to_string(), i);
+          if (!inserted) {
+            fail(item.find("backends")->position, item_path + ".backends",
+                 fmt::format("backend {} already serves UDP service {} ({}); a UDP backend can "
+                             "serve only one service, because replies are matched by their source",
+                             b.to_string(), in_quotes(out[it->second].name),
+                             element(path, it->second)));
+          }
         }
       }
       out.push_back(std::move(s));

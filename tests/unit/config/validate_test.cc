@@ -249,6 +249,27 @@ TEST(ConfigValidate, DuplicateServiceNameNamesTheFirstDefinition) {
                   "services[1].name: duplicate service name 'dns' (first defined at 2:12)");
 }
 
+TEST(ConfigValidate, UdpBackendSharedByTwoServicesIsRejected) {
+  std::string text = lines({
+      "{ \"services\": [",
+      "  {\"name\": \"a\", \"vip\": \"10.0.0.10\", \"port\": 53, \"backends\": "
+      "[\"10.0.1.2:53\"]},",
+      "  {\"name\": \"b\", \"vip\": \"10.0.0.11\", \"port\": 53, \"backends\": "
+      "[\"10.0.1.2:53\"]}",
+      "] }",
+  });
+  EXPECT_ERROR_AT(text, 3, 61,
+                  "services[1].backends: backend 10.0.1.2:53 already serves UDP service 'a' "
+                  "(services[0]); a UDP backend can serve only one service, because replies are "
+                  "matched by their source");
+  // TCP services may share backends: the proxy keeps per-connection state.
+  Config c = parse_config(
+      R"({"services": [{"name": "a", "vip": "10.0.0.10", "port": 53, "protocols": ["tcp"], "backends": ["10.0.1.2:53"]},)"
+      R"({"name": "b", "vip": "10.0.0.11", "port": 53, "protocols": ["tcp"], "backends": ["10.0.1.2:53"]}]})",
+      "f.json");
+  EXPECT_EQ(c.services.size(), 2u);
+}
+
 TEST(ConfigValidate, ServiceNamesAreRestrictedToAPortableAlphabet) {
   EXPECT_ERROR_AT(
       R"({"services": [{"name": "my dns"}]})", 1, 24,
