@@ -42,16 +42,22 @@ std::vector<std::string> restart_required(const config::Config& running, const c
 
 }  // namespace
 
+json Daemon::State::tcp_control_listen() const {
+  auto bound = control ? control->tcp_endpoint() : std::nullopt;
+  return bound ? json(bound->to_string()) : json();
+}
+
 std::string Daemon::State::summary() const {
   std::size_t udp = 0, tcp = 0;
   for (const auto& svc : config->services) {
     udp += svc.protocols.udp;
     tcp += svc.protocols.tcp;
   }
-  return fmt::format("{} services ({} udp, {} tcp), {} routes, XDP on {} interfaces; control {}; "
-                     "metrics {}",
+  return fmt::format("{} services ({} udp, {} tcp), {} routes, XDP on {} interfaces, {} AF_XDP "
+                     "workers; control {}; metrics {}",
                      config->services.size(), udp, tcp, config->routes.size(),
-                     xdp ? xdp->attached_count() : 0, config->control.socket,
+                     xdp ? xdp->attached_count() : 0, fastpath ? fastpath->worker_count() : 0,
+                     config->control.socket,
                      config->metrics.listen ? config->metrics.listen->to_string() : "off");
 }
 
@@ -67,12 +73,16 @@ json Daemon::State::reload(const std::string& reason) {
     throw control::CommandError("rejected", e.what());
   }
   try {
-    xdp->apply(next);
+    apply_data_plane(next);
   } catch (const std::exception& e) {
     ++reload_failures;
     last_reload_error = e.what();
     log::error("reload rejected, the running configuration stays in force: {}", e.what());
-    xdp->apply(*config);  // re-establish what the old config had, if the change removed any
+    try {
+      apply_data_plane(*config);  // re-establish what the old config had, if the change removed any
+    } catch (const std::exception& again) {
+      log::error("restoring the running configuration's data plane failed too: {}", again.what());
+    }
     throw control::CommandError("rejected", e.what());
   }
   auto pending = restart_required(*config, next);
@@ -96,8 +106,14 @@ void Daemon::State::register_commands() {
   using control::Access;
   control::add_help_command(commands);
 
+  auto xdp_status = [this] {
+    if (!xdp) return json();
+    json out = xdp->status();
+    if (fastpath) fastpath->annotate_status(out);
+    return out;
+  };
   commands.add("status", Access::read, "daemon state, versions, interfaces and reload history",
-               [this](const json&, const control::Peer&) {
+               [this, xdp_status](const json&, const control::Peer&) {
                  auto uptime = std::chrono::duration<double>(std::chrono::steady_clock::now() -
                                                              started_steady);
                  auto beats = heartbeats.inspect(kStaleAfter);
@@ -115,10 +131,11 @@ void Daemon::State::register_commands() {
                      {"last_reload_error", last_reload_error ? json(*last_reload_error) : json()},
                      {"control",
                       {{"socket", config->control.socket},
-                       {"connections", control ? control->open_connections() : 0}}},
+                       {"connections", control ? control->open_connections() : 0},
+                       {"tcp", tcp_control_listen()}}},
                      {"metrics", metrics_http ? json{{"listen", metrics_http->local_endpoint().to_string()}}
                                               : json()},
-                     {"xdp", xdp ? xdp->status() : json()},
+                     {"xdp", xdp_status()},
                      {"services", config->services.size()},
                      {"routes", config->routes.size()},
                      {"workers", {{"total", beats.size()}, {"alive", alive}}},
@@ -165,11 +182,14 @@ void Daemon::State::register_commands() {
   commands.add("workers", Access::read, "the daemon's threads and their liveness",
                [this](const json&, const control::Peer&) {
                  json out = json::array();
+                 json details = fastpath ? fastpath->worker_details() : json::object();
                  for (const auto& b : heartbeats.inspect(kStaleAfter)) {
-                   out.push_back({{"name", b.name},
-                                  {"kind", b.kind},
-                                  {"alive", b.alive},
-                                  {"heartbeat_age_ms", b.age.count()}});
+                   json row = {{"name", b.name},
+                               {"kind", b.kind},
+                               {"alive", b.alive},
+                               {"heartbeat_age_ms", b.age.count()}};
+                   if (b.kind == "xdp" && details.contains(b.name)) row.update(details[b.name]);
+                   out.push_back(std::move(row));
                  }
                  return json{{"workers", std::move(out)}};
                });

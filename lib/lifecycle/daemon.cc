@@ -84,10 +84,11 @@ int Daemon::run() {
       s.metrics_http->start();
     }
     s.xdp = std::make_unique<xdp::XdpPlane>(s.registry);
-    s.xdp->apply(*s.config);
+    s.apply_data_plane(*s.config);
   } catch (const std::exception& e) {
     log::error("{}", e.what());
     log::error("ferryd could not start; everything set up so far is being released");
+    s.fastpath.reset();
     s.xdp.reset();
     s.metrics_http.reset();
     s.control.reset();
@@ -157,7 +158,8 @@ int Daemon::run() {
   });
   s.control_thread.join();
   s.control_heartbeat.reset();
-  s.xdp.reset();
+  s.fastpath.reset();  // workers joined, XSKMAP emptied, sockets and UMEM gone
+  s.xdp.reset();       // then the program is detached and unloaded
   s.metrics_http.reset();
   s.control.reset();
   s.daemon_metrics.reset();

@@ -13,6 +13,7 @@
 #include <boost/asio/steady_timer.hpp>
 
 #include "lib/config/config.hh"
+#include "lib/fastpath/fastpath_plane.hh"
 #include "lib/control/commands.hh"
 #include "lib/control/server.hh"
 #include "lib/lifecycle/daemon.hh"
@@ -33,7 +34,11 @@ struct Daemon::State {
   // Re-reads the config file and applies it; on an invalid file the running config stays and
   // control::CommandError("rejected", "FILE:LINE:COL: message") is thrown. Control thread only.
   nlohmann::json reload(const std::string& reason);
+  // Brings the XDP program and the AF_XDP fast path in line with `next` (startup and reload);
+  // see data_plane.cc for the order. Throws, leaving the caller to re-apply the running config.
+  void apply_data_plane(const config::Config& next);
   std::string summary() const;
+  nlohmann::json tcp_control_listen() const;  // the bound address, or null when off
   void register_commands();
   void collect(metrics::SnapshotBuilder& out) const;
 
@@ -57,6 +62,7 @@ struct Daemon::State {
   std::unique_ptr<control::ControlServer> control;
   std::unique_ptr<metrics::MetricsHttpServer> metrics_http;
   std::unique_ptr<xdp::XdpPlane> xdp;
+  std::unique_ptr<fastpath::FastpathPlane> fastpath;  // uses xdp's maps: goes first
 
   // The control thread: runs `io` and beats its heartbeat from a timer on the same loop, so a
   // wedged handler stops the beat and the watchdog notices.

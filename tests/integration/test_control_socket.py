@@ -172,6 +172,39 @@ def uid_outside_socket_permissions_cannot_connect(w):
         check("permission denied" in r.stderr.lower(), f"message: {r.stderr}")
 
 
+def tcp_control_needs_the_token(w):
+    token = w.file("token")
+    with open(token, "w") as f:
+        f.write("s3cret-token\n")
+    os.chmod(token, 0o600)
+    cfg = base_config(w)
+    cfg["control"]["tcp"] = {"listen": "127.0.0.1:0", "token_file": token}
+    with running(w, cfg) as d:
+        host, port = ok(d.request("status"))["control"]["tcp"].rsplit(":", 1)
+
+        def session(first_line):
+            with socket.create_connection((host, int(port)), timeout=10) as s:
+                f = s.makefile("rwb")
+                f.write(first_line + b"\n")
+                f.write(b'{"id":1,"cmd":"reload"}\n')
+                f.flush()
+                return [json.loads(l) for l in f.readlines()]
+
+        answers = session(b'{"auth":"wrong"}')
+        check_eq(answers[0]["ok"], False, "wrong token refused")
+        check_eq(answers[0]["error"]["code"], "unauthorized", "error code")
+        check_eq(len(answers), 1, "connection closed after a wrong token")
+        with socket.create_connection((host, int(port)), timeout=10) as s:
+            f = s.makefile("rwb")
+            f.write(b'{"auth":"s3cret-token"}\n{"id":1,"cmd":"reload"}\n')
+            f.flush()
+            check_eq(json.loads(f.readline())["ok"], True, "token accepted")
+            check_eq(json.loads(f.readline())["result"]["reloaded"], True, "token holder is admin")
+        counters = ok(d.request("stats", {"prefix": "ferry_control_rejected"}))["metrics"][0]["samples"]
+        auth = [c["value"] for c in counters if c["labels"]["reason"] == "auth"][0]
+        check_eq(auth, 1, "failed authentication counted")
+
+
 if __name__ == "__main__":
     run_tests([
         stale_socket_file_is_replaced,
@@ -182,4 +215,5 @@ if __name__ == "__main__":
         thousand_concurrent_clients_are_all_answered,
         non_root_uid_reads_but_cannot_reload,
         uid_outside_socket_permissions_cannot_connect,
+        tcp_control_needs_the_token,
     ])
