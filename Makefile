@@ -28,7 +28,7 @@ $(BUILD)/build.ninja:
 	meson setup $(BUILD)
 
 $(BUILD_ASAN)/build.ninja:
-	meson setup $(BUILD_ASAN) -Db_sanitize=address,undefined -Db_lundef=false
+	meson setup $(BUILD_ASAN) -Db_sanitize=address,undefined -Db_lundef=false --buildtype=debug
 
 build: deps $(BUILD)/build.ninja
 	meson compile -C $(BUILD)
