@@ -1,0 +1,128 @@
+// A task's receive side of one socket: the multishot (bundled) recv of lib/uring on its home
+// worker's buffer ring, with the received spans queued until the task asks for them. The task may
+// run on any worker; everything that touches the home's ring, engine or buffers happens on the
+// home (inline when the task is there, through the home's mailbox when it is not).
+#pragma once
+
+#include <sys/uio.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "lib/metrics/registry.hh"
+#include "lib/runtime/completion.hh"
+#include "lib/runtime/mailbox.hh"
+#include "lib/runtime/task.hh"
+#include "lib/uring/recv_engine.hh"
+
+namespace ferry::runtime {
+
+class Worker;
+
+// What next() hands the task: received bytes as spans of the home's buffer ring, passed on as
+// they are (sendmsg iovecs). They stay the task's until its next next() or close() gives them back.
+struct RecvBatch {
+  enum class End : std::uint8_t { none, eof, error, canceled };
+  std::vector<iovec> spans;  // one entry per span of each completion, never merged across them
+  std::uint64_t bytes = 0;
+  End end = End::none;  // set once no more data will come
+  int error = 0;        // negative errno with End::error
+};
+
+// Counters a stream bumps on its home worker (single writer there).
+struct StreamCounters {
+  metrics::Counter released_bytes;  // bytes given back to the buffer ring after use
+  metrics::Counter closed;          // streams closed
+};
+
+class RecvStream : private Completion {
+ public:
+  // `home` must have a receive engine (RuntimeConfig::buffers). `owner` tags the stream for
+  // Worker::shutdown_streams; `counters`, when given, must outlive the stream and belong to home.
+  RecvStream(Worker& home, int fd, const void* owner = nullptr, StreamCounters* counters = nullptr);
+  // Call close() first; destroying an open stream is only safe once its runtime has stopped.
+  ~RecvStream();
+  RecvStream(const RecvStream&) = delete;
+  RecvStream& operator=(const RecvStream&) = delete;
+
+  Worker& home() { return home_; }
+  int fd() const { return socket_.fd(); }
+  const void* owner() const { return owner_; }
+
+  class NextAwaiter;
+  class CloseAwaiter;
+  // co_await: gives back the spans `batch` holds, then waits for received bytes. True with
+  // data in `batch`; false once the stream ended (batch.end says how). The first call starts the
+  // recv.
+  NextAwaiter next(RecvBatch& batch);
+  // co_await: gives back `batch` and anything queued, stops receiving and returns once no
+  // completion can arrive for this socket any more. The caller closes the fd afterwards.
+  CloseAwaiter close(RecvBatch& batch);
+
+ private:
+  friend class Worker;
+  static void on_recv(Completion* self, Worker& worker, const io_uring_cqe& cqe);
+
+  // Home-side steps.
+  bool take(RecvBatch& batch);  // gives back, starts if needed; true when batch is now filled
+  bool shut(RecvBatch& batch);  // gives back, closes; true when closed already
+  void give_back(RecvBatch& batch);
+  void finish_close();
+
+  Worker& home_;
+  uring::RecvSocket socket_;
+  const void* owner_;
+  StreamCounters* counters_;
+  std::vector<iovec> pending_;  // received, not yet handed to the task
+  std::uint64_t pending_bytes_ = 0;
+  RecvBatch::End end_ = RecvBatch::End::none;
+  int error_ = 0;
+  bool started_ = false;
+  bool closed_ = false;
+  NextAwaiter* waiter_ = nullptr;    // the task waits in next()
+  CloseAwaiter* closer_ = nullptr;   // the task waits in close()
+  RecvStream* list_prev_ = nullptr;  // the home worker's list of open streams
+  RecvStream* list_next_ = nullptr;
+  bool linked_ = false;
+};
+
+class RecvStream::NextAwaiter : private HomeRequest {
+ public:
+  NextAwaiter(RecvStream& stream, RecvBatch& batch)
+      : HomeRequest(&NextAwaiter::on_home), stream_(stream), batch_(batch) {}
+  bool await_ready();
+  void await_suspend(std::coroutine_handle<Task::promise_type> handle);
+  bool await_resume() const noexcept { return !batch_.spans.empty(); }
+
+ private:
+  friend class RecvStream;
+  static void on_home(HomeRequest* self, Worker& home);
+  RecvStream& stream_;
+  RecvBatch& batch_;
+  TaskHeader* task_ = nullptr;
+};
+
+class RecvStream::CloseAwaiter : private HomeRequest {
+ public:
+  CloseAwaiter(RecvStream& stream, RecvBatch& batch)
+      : HomeRequest(&CloseAwaiter::on_home), stream_(stream), batch_(batch) {}
+  bool await_ready();
+  void await_suspend(std::coroutine_handle<Task::promise_type> handle);
+  void await_resume() const noexcept {}
+
+ private:
+  friend class RecvStream;
+  static void on_home(HomeRequest* self, Worker& home);
+  RecvStream& stream_;
+  RecvBatch& batch_;
+  TaskHeader* task_ = nullptr;
+};
+
+inline RecvStream::NextAwaiter RecvStream::next(RecvBatch& batch) {
+  return {*this, batch};
+}
+inline RecvStream::CloseAwaiter RecvStream::close(RecvBatch& batch) {
+  return {*this, batch};
+}
+
+}  // namespace ferry::runtime

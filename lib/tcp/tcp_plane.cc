@@ -1,0 +1,231 @@
+// The TCP side of the daemon (see tcp_plane.hh).
+#include "lib/tcp/tcp_plane.hh"
+
+#include <fmt/format.h>
+
+#include "lib/common/log.hh"
+#include "lib/uring/probe.hh"
+
+namespace ferry::tcp {
+namespace {
+
+constexpr auto kCloseTimeout = std::chrono::seconds(2);
+
+}  // namespace
+
+nlohmann::json TcpApplyResult::to_json() const {
+  return {{"started", started}, {"stopped", stopped}, {"added", added},
+          {"removed", removed}, {"errors", errors},   {"restart_required", restart_required}};
+}
+
+TcpPlane::TcpPlane(metrics::Registry& registry, runtime::HeartbeatHook heartbeat)
+    : registry_(registry), heartbeat_(std::move(heartbeat)) {}
+
+TcpPlane::~TcpPlane() {
+  stop();
+}
+
+std::vector<TcpPlane::Desired> TcpPlane::desired_services(const config::Config& config) {
+  std::vector<Desired> out;
+  for (const config::ServiceConfig& s : config.services) {
+    if (!s.protocols.tcp) continue;
+    if (s.mode == config::ServiceMode::echo) {
+      out.push_back({s.name, net::Endpoint{s.vip, s.port}});
+    } else if (proxy_logged_.insert(s.name).second) {
+      log::info("service {}: TCP proxying is not built yet; its TCP side is not served", s.name);
+    }
+  }
+  return out;
+}
+
+void TcpPlane::start(const config::Config& config) {
+  std::lock_guard lock(mutex_);
+  if (runtime_) throw std::logic_error("tcp: start() while running");
+  start_locked(config);
+}
+
+void TcpPlane::start_locked(const config::Config& config) {
+  std::vector<Desired> desired = desired_services(config);
+  if (desired.empty()) return;  // an idle daemon stays idle: no threads, no rings
+  TcpOptions options = tcp_options_from(config.tcp, heartbeat_);
+  auto rt = std::make_unique<runtime::Runtime>(options.runtime);
+  rt->start();
+  runtime_ = std::move(rt);
+  options_ = std::move(options);
+  tcp_config_ = config.tcp;
+  try {
+    for (const Desired& d : desired) add_service_locked(d);
+  } catch (...) {
+    stop_locked();
+    throw;
+  }
+  metric_handles_ = runtime_->register_metrics(registry_);
+  metric_handles_.push_back(uring::register_feature_metrics(registry_, uring::kernel_features()));
+  metric_handles_.push_back(registry_.add([this](metrics::SnapshotBuilder& out) {
+    std::lock_guard lock(services_mutex_);
+    for (const auto& [name, service] : services_) service->collect(out);
+  }));
+  log::info("tcp: {} workers, io_ready {}, listener {}, recv {}", options_->runtime.workers,
+            runtime::to_string(options_->runtime.io_ready), to_string(options_->listener_mode),
+            options_->runtime.recv_modes.to_json().dump());
+}
+
+void TcpPlane::add_service_locked(const Desired& d) {
+  auto service = std::make_shared<EchoService>(d.name, d.at, options_->listener_mode,
+                                               options_->runtime.workers,
+                                               options_->multishot_accept, sessions_);
+  try {
+    service->listen(*runtime_);
+  } catch (const std::system_error& e) {
+    // what() already ends in the errno text; say which service it is about.
+    throw std::runtime_error(fmt::format("service {}: {}", d.name, e.what()));
+  }
+  log::info("service {}: echo on {} (TCP)", d.name, service->bound().to_string());
+  std::lock_guard lock(services_mutex_);
+  services_[d.name] = std::move(service);
+}
+
+void TcpPlane::remove_service_locked(const std::string& name) {
+  auto it = services_.find(name);
+  if (it == services_.end()) return;
+  std::shared_ptr<EchoService> service = it->second;
+  {
+    std::lock_guard lock(services_mutex_);
+    services_.erase(it);
+  }
+  if (!service->close_listeners(*runtime_, kCloseTimeout)) {
+    log::warning("service {}: workers did not confirm closing the listener within 2 s", name);
+    retired_.push_back(service);
+  }
+  service->shutdown_connections(*runtime_);
+  log::info("service {}: echo on {} removed", name, service->bound().to_string());
+}
+
+TcpApplyResult TcpPlane::apply(const config::Config& config) {
+  std::lock_guard lock(mutex_);
+  TcpApplyResult result;
+  std::vector<Desired> desired = desired_services(config);
+  if (!runtime_) {
+    if (desired.empty()) return result;
+    try {
+      start_locked(config);
+      result.started = true;
+      for (const Desired& d : desired) result.added.push_back(d.name);
+    } catch (const std::exception& e) {
+      result.errors.push_back(e.what());
+    }
+    return result;
+  }
+  if (desired.empty()) {
+    for (const auto& [name, service] : services_) result.removed.push_back(name);
+    stop_locked();
+    result.stopped = true;
+    return result;
+  }
+  if (config.tcp.workers != tcp_config_.workers) {
+    result.restart_required.push_back(fmt::format("tcp.workers {} -> {}: restart ferryd to apply",
+                                                  tcp_config_.workers, config.tcp.workers));
+  }
+  if (!(config.tcp.buffers == tcp_config_.buffers)) {
+    result.restart_required.push_back("tcp.buffers changed: restart ferryd to apply");
+  }
+  if (!(config.tcp.scheduler == tcp_config_.scheduler)) {
+    result.restart_required.push_back("tcp.scheduler changed: restart ferryd to apply");
+  }
+  for (const std::string& r : result.restart_required) log::warning("tcp: {}", r);
+
+  std::vector<std::string> gone;
+  for (const auto& [name, service] : services_) {
+    bool keep = false;
+    for (const Desired& d : desired)
+      keep = keep || (d.name == name && d.at == service->configured());
+    if (!keep) gone.push_back(name);
+  }
+  for (const std::string& name : gone) {
+    remove_service_locked(name);
+    result.removed.push_back(name);
+  }
+  for (const Desired& d : desired) {
+    if (services_.count(d.name) != 0) continue;
+    try {
+      add_service_locked(d);
+      result.added.push_back(d.name);
+    } catch (const std::exception& e) {
+      log::error("{}", e.what());
+      result.errors.push_back(e.what());
+    }
+  }
+  return result;
+}
+
+void TcpPlane::stop() {
+  std::lock_guard lock(mutex_);
+  stop_locked();
+}
+
+void TcpPlane::stop_locked() {
+  if (!runtime_) return;
+  for (const auto& [name, service] : services_) {
+    if (!service->close_listeners(*runtime_, kCloseTimeout)) retired_.push_back(service);
+  }
+  for (const auto& [name, service] : services_) service->shutdown_connections(*runtime_);
+  if (!sessions_.wait_idle(kCloseTimeout)) {
+    log::warning("tcp: {} connections still open after 2 s; stopping anyway", sessions_.live());
+  }
+  // The collectors read worker objects the runtime frees: drop them first.
+  metric_handles_.clear();
+  runtime_->stop();
+  runtime_.reset();  // frees any connection task that never finished
+  {
+    std::lock_guard lock(services_mutex_);
+    services_.clear();
+  }
+  retired_.clear();
+  options_.reset();
+}
+
+bool TcpPlane::running() const {
+  std::lock_guard lock(mutex_);
+  return runtime_ != nullptr;
+}
+
+nlohmann::json TcpPlane::status() const {
+  std::lock_guard lock(mutex_);
+  nlohmann::json out = {{"running", runtime_ != nullptr},
+                        {"workers", runtime_ ? runtime_->worker_count() : 0},
+                        {"features", uring::kernel_features().to_json()}};
+  if (options_) {
+    nlohmann::json opts = options_->to_json();
+    for (auto it = opts.begin(); it != opts.end(); ++it) {
+      if (it.key() != "workers") out[it.key()] = it.value();
+    }
+  }
+  nlohmann::json listeners = nlohmann::json::array();
+  for (const auto& [name, service] : services_) {
+    listeners.push_back({{"service", name}, {"address", service->bound().to_string()}});
+  }
+  out["listeners"] = std::move(listeners);
+  out["connections"] = sessions_.live();
+  return out;
+}
+
+nlohmann::json TcpPlane::workers() const {
+  std::lock_guard lock(mutex_);
+  return runtime_ ? runtime_->workers_json() : nlohmann::json::array();
+}
+
+std::vector<TcpListenerInfo> TcpPlane::listeners() const {
+  std::lock_guard lock(mutex_);
+  std::vector<TcpListenerInfo> out;
+  for (const auto& [name, service] : services_) out.push_back({name, service->bound()});
+  return out;
+}
+
+std::optional<net::Endpoint> TcpPlane::bound_address(const std::string& service) const {
+  std::lock_guard lock(mutex_);
+  auto it = services_.find(service);
+  if (it == services_.end()) return std::nullopt;
+  return it->second->bound();
+}
+
+}  // namespace ferry::tcp
