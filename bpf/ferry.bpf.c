@@ -83,9 +83,18 @@ struct {
   __type(value, struct ferry_route_value);
 } routes6 SEC(".maps");
 
+/* ifindex -> interface slot, written by user space for every interface it binds sockets on. */
+struct {
+  __uint(type, BPF_MAP_TYPE_HASH);
+  __uint(max_entries, FERRY_MAX_INTERFACES);
+  __type(key, __u32);
+  __type(value, __u32);
+} ifslots SEC(".maps");
+
+/* ferry_xsk_key(slot, queue) -> AF_XDP socket bound to that interface and queue. */
 struct {
   __uint(type, BPF_MAP_TYPE_XSKMAP);
-  __uint(max_entries, FERRY_MAX_QUEUES);
+  __uint(max_entries, FERRY_XSKMAP_ENTRIES);
   __type(key, __u32);
   __type(value, __u32);
 } xsks SEC(".maps");
@@ -103,12 +112,19 @@ static __always_inline int verdict(struct xdp_md *ctx, __u32 action, int xdp_act
   return xdp_action;
 }
 
-/* Steers the frame into this queue's AF_XDP socket; an unbound queue falls back to the kernel.
- * The service counter counts every match; the action counter says whether it was redirected. */
+/* Steers the frame into the AF_XDP socket of its (interface, rx queue); an interface without a
+ * slot or an unbound queue falls back to the kernel. The service counter counts every match; the
+ * action counter says whether it was redirected. */
 static __always_inline int steer(struct xdp_md *ctx, __u32 service_id) {
   __u64 bytes = ctx->data_end - ctx->data;
   if (service_id < FERRY_MAX_SERVICES) count_into(&service_counters, service_id, bytes);
-  int rc = bpf_redirect_map(&xsks, ctx->rx_queue_index, XDP_PASS);
+  __u32 ifindex = ctx->ingress_ifindex;
+  __u32 *slot = bpf_map_lookup_elem(&ifslots, &ifindex);
+  __u32 queue = ctx->rx_queue_index;
+  if (!slot || *slot >= FERRY_MAX_INTERFACES || queue >= FERRY_MAX_QUEUES) {
+    return verdict(ctx, FERRY_ACTION_NO_SOCKET, XDP_PASS);
+  }
+  int rc = bpf_redirect_map(&xsks, ferry_xsk_key(*slot, queue), XDP_PASS);
   if (rc != XDP_REDIRECT) return verdict(ctx, FERRY_ACTION_NO_SOCKET, XDP_PASS);
   count_into(&action_counters, FERRY_ACTION_REDIRECT, bytes);
   return XDP_REDIRECT;

@@ -12,6 +12,11 @@ namespace ferry::bpf {
 #define FERRY_MAX_SERVICES 1024
 #define FERRY_MAX_BACKENDS 65536
 #define FERRY_MAX_QUEUES 256
+/* The program runs on several interfaces, and an AF_XDP socket is bound to one (interface, queue):
+ * user space gives each interface a slot (ifslots: ifindex -> slot) and the XSKMAP is keyed by
+ * slot * FERRY_MAX_QUEUES + rx queue, so a frame only ever goes to a socket of its own device. */
+#define FERRY_MAX_INTERFACES 16
+#define FERRY_XSKMAP_ENTRIES (FERRY_MAX_INTERFACES * FERRY_MAX_QUEUES)
 #define FERRY_MAX_ROUTES 4096
 #define FERRY_MAX_DROP_PREFIXES 65536
 
@@ -21,10 +26,13 @@ enum ferry_action {
   FERRY_ACTION_DROP = 1,      /* source matched a drop prefix */
   FERRY_ACTION_REDIRECT = 2,  /* steered into the queue's AF_XDP socket */
   FERRY_ACTION_MALFORMED = 3, /* truncated or inconsistent headers; passed to the kernel */
-  FERRY_ACTION_NO_SOCKET = 4, /* ours, but no AF_XDP socket on that queue: passed to the kernel */
+  FERRY_ACTION_NO_SOCKET = 4, /* ours, but no AF_XDP socket on that (interface, queue): to the kernel */
   FERRY_ACTION_FRAGMENT = 5,  /* IPv4 fragment or IPv6 extension header: passed to the kernel */
   FERRY_ACTION_COUNT = 6,
 };
+
+/* The XSKMAP key of (interface slot, rx queue). */
+static inline __u32 ferry_xsk_key(__u32 slot, __u32 queue) { return slot * FERRY_MAX_QUEUES + queue; }
 
 struct ferry_action_counter {
   __u64 packets;

@@ -21,6 +21,10 @@ struct XdpMapFds {
   int routes4 = -1;
   int routes6 = -1;
   int service_counters = -1;
+  // Written by the AF_XDP fast path, not by XdpMapSync: ifindex -> slot, and
+  // ferry_xsk_key(slot, queue) -> AF_XDP socket.
+  int ifslots = -1;
+  int xsks = -1;
 };
 
 class XdpMapSync {

@@ -31,6 +31,8 @@ class XdpPlane {
   // {"program_loaded":bool,"interfaces":[{"name","ifindex","mode","attached"}]}
   nlohmann::json status() const;
   std::size_t attached_count() const { return attachments_.size(); }
+  // The loaded program (its maps), or nullptr when no interface is configured.
+  const XdpProgram* program() const { return program_.get(); }
 
  private:
   void collect(metrics::SnapshotBuilder& out) const;

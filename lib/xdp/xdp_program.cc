@@ -115,9 +115,17 @@ ActionTotals XdpProgram::read_service_totals(std::uint32_t service_id) const {
 
 XdpMapFds XdpProgram::map_fds() const {
   const auto& m = skeleton_->maps;
-  return {bpf_map__fd(m.services), bpf_map__fd(m.backends), bpf_map__fd(m.drop4),
-          bpf_map__fd(m.drop6),    bpf_map__fd(m.routes4),  bpf_map__fd(m.routes6),
-          bpf_map__fd(m.service_counters)};
+  XdpMapFds fds;
+  fds.services = bpf_map__fd(m.services);
+  fds.backends = bpf_map__fd(m.backends);
+  fds.drop4 = bpf_map__fd(m.drop4);
+  fds.drop6 = bpf_map__fd(m.drop6);
+  fds.routes4 = bpf_map__fd(m.routes4);
+  fds.routes6 = bpf_map__fd(m.routes6);
+  fds.service_counters = bpf_map__fd(m.service_counters);
+  fds.ifslots = bpf_map__fd(m.ifslots);
+  fds.xsks = bpf_map__fd(m.xsks);
+  return fds;
 }
 
 }  // namespace ferry::xdp

@@ -1,0 +1,116 @@
+// The AF_XDP fast path of the daemon: one shared UMEM, one worker thread per configured queue
+// index (each owning its slab and its socket on every fast-path interface), the tables they
+// read (published RCU-style), and the kernel next-hop state that feeds them. Created when
+// xdp.interfaces is not empty, after the XDP program is loaded; every method runs on the control
+// thread, whose io_context also carries the plane's netlink watch and housekeeping timer.
+#pragma once
+
+#include <atomic>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "lib/common/unique_fd.hh"
+#include "lib/config/config.hh"
+#include "lib/fastpath/next_hop_watch.hh"
+#include "lib/fastpath/port_layout.hh"
+#include "lib/fastpath/snapshot_board.hh"
+#include "lib/fastpath/worker.hh"
+#include "lib/metrics/registry.hh"
+#include "lib/xsk/shared_umem.hh"
+
+namespace ferry::fastpath {
+
+// The XDP program's maps the fast path writes (fds owned by the program; the plane dups them).
+struct XskMapFds {
+  int ifslots = -1;  // ifindex -> slot
+  int xsks = -1;     // ferry_xsk_key(slot, queue) -> AF_XDP socket
+};
+
+struct FastpathHooks {
+  // Called on each worker thread as it starts, with the worker's name ("xdp-0"): returns what
+  // the worker calls to show it is alive (at least every 250 ms, idle or not).
+  std::function<std::function<void()>(const std::string& name)> enroll_heartbeat;
+};
+
+class FastpathPlane {
+ public:
+  // Resolves the interfaces, builds the tables, reads routes and neighbours, maps and registers
+  // the UMEM, binds every (interface, queue) socket, fills the fill rings, starts the workers and
+  // only then puts the sockets into the XSKMAP. Throws std::runtime_error / std::system_error
+  // (with what to change) after undoing what it did.
+  FastpathPlane(boost::asio::io_context& io, metrics::Registry& registry, XskMapFds maps,
+                const config::Config& config, FastpathHooks hooks);
+  // Reverse order: workers stopped and joined, XSKMAP entries and slots removed, sockets closed,
+  // UMEM unregistered and unmapped.
+  ~FastpathPlane();
+  FastpathPlane(const FastpathPlane&) = delete;
+  FastpathPlane& operator=(const FastpathPlane&) = delete;
+
+  // True when `xdp` binds the same sockets as this plane, so apply() can take it.
+  bool serves_layout_of(const config::XdpConfig& xdp) const;
+  // Rebuilds the services and routes tables for `config` and publishes them; workers pick them
+  // up at their next loop turn, frames in flight are untouched. Throws std::invalid_argument
+  // (nothing changed) when the tables cannot be built.
+  void apply(const config::Config& config);
+  // Builds the tables for `config` without publishing them: the check a reload runs before it
+  // changes anything. Throws std::invalid_argument like apply().
+  static void check_tables(const config::Config& config);
+
+  // Adds the sockets' bind info to XdpPlane::status()["interfaces"][] and a "fastpath" object.
+  void annotate_status(nlohmann::json& xdp_status) const;
+  // Per-worker details for `ferryctl workers`, by heartbeat name.
+  nlohmann::json worker_details() const;
+  std::size_t worker_count() const { return workers_.size(); }
+  const FastpathLayout& layout() const { return layout_; }
+  // Published table generations so far (1 = the initial tables).
+  std::uint64_t table_generation() const { return board_->generation(); }
+
+ private:
+  struct WorkerThread {
+    std::unique_ptr<Worker> worker;
+    std::thread thread;
+    int cpu = -1;  // pinned CPU, -1 when unpinned
+    std::string name;
+  };
+  void bind_sockets(const config::XdpConfig& xdp);
+  void start_workers();
+  void insert_into_xskmap();
+  void remove_from_xskmap() noexcept;
+  void stop_workers() noexcept;
+  void publish(std::shared_ptr<const ConfigTables> config,
+               std::shared_ptr<const NextHopTables> next_hops);
+  void housekeeping();
+  void arm_housekeeping();
+  void collect(metrics::SnapshotBuilder& out) const;
+
+  boost::asio::io_context& io_;
+  config::XdpConfig xdp_config_;
+  FastpathLayout layout_;
+  FastpathHooks hooks_;
+  UniqueFd ifslots_fd_;
+  UniqueFd xsks_fd_;
+  std::shared_ptr<const ConfigTables> config_tables_;
+  std::unique_ptr<NextHopWatch> watch_;
+  std::unique_ptr<SnapshotBoard> board_;
+  std::unique_ptr<xsk::SharedUmem> umem_;
+  std::vector<std::vector<xsk::XskSocket*>> sockets_;     // [worker][port index]
+  std::vector<std::vector<std::uint32_t>> socket_slots_;  // slots, same shape
+  std::vector<WorkerThread> workers_;
+  std::atomic<bool> stop_{false};
+  UniqueFd wake_fd_;                     // eventfd that wakes sleeping workers to stop
+  std::vector<std::uint32_t> map_keys_;  // XSKMAP keys written, for removal
+  boost::asio::steady_timer housekeeping_timer_;
+  std::chrono::steady_clock::time_point next_stale_refresh_;
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
+  metrics::Registry::Handle metrics_;  // first to go: the collector reads the members above
+};
+
+}  // namespace ferry::fastpath

@@ -1,0 +1,213 @@
+// What the fast path tells the operator: metrics families, `ferryctl status` and `workers`.
+#include <fmt/format.h>
+
+#include "lib/fastpath/fastpath_plane.hh"
+
+namespace ferry::fastpath {
+namespace {
+
+using metrics::Type;
+
+struct FamilyHelp {
+  const char* name;
+  const char* help;
+  Type type;
+};
+
+constexpr FamilyHelp kFamilies[] = {
+    {"ferry_xsk_rx_packets_total", "Frames received by AF_XDP workers, per socket.", Type::counter},
+    {"ferry_xsk_rx_bytes_total", "Bytes of frames received by AF_XDP workers.", Type::counter},
+    {"ferry_xsk_tx_packets_total", "Frames AF_XDP workers queued for transmission, per socket.",
+     Type::counter},
+    {"ferry_xsk_tx_bytes_total", "Bytes of frames queued for transmission.", Type::counter},
+    {"ferry_xsk_drops_total", "Frames AF_XDP workers dropped, by reason.", Type::counter},
+    {"ferry_xsk_frames", "Where each slab's frames are (frame conservation: the sum is the slab).",
+     Type::gauge},
+    {"ferry_xsk_slab_frames", "Frames in each worker's slab of the shared UMEM.", Type::gauge},
+    {"ferry_xsk_fill_ring_empty_total",
+     "Frames the kernel could not receive because the socket's fill ring was empty.",
+     Type::counter},
+    {"ferry_xsk_kernel_drops_total",
+     "Per-socket drops and invalid descriptors counted by the kernel.", Type::counter},
+    {"ferry_xsk_tx_kicks_total", "sendto() calls made to have the kernel transmit.", Type::counter},
+    {"ferry_xsk_tx_kick_errors_total", "Transmission kicks the kernel refused.", Type::counter},
+    {"ferry_xsk_fill_wakeups_total", "poll() calls made because a fill ring asked for a wakeup.",
+     Type::counter},
+    {"ferry_xsk_sleeps_total", "Times an idle worker went to sleep in poll().", Type::counter},
+    {"ferry_xsk_slab_empty_total", "Refills that found the worker's free stack empty.",
+     Type::counter},
+    {"ferry_xsk_rejected_frames_total",
+     "Frame addresses a slab refused back (outside the slab or freed twice); a bug if not 0.",
+     Type::counter},
+    {"ferry_xsk_resolution_requests_total",
+     "Next hops workers found no MAC for, queued for resolution (or lost: queue full).",
+     Type::counter},
+    {"ferry_xsk_table_swaps_total", "Table generations each worker picked up.", Type::counter},
+    {"ferry_xsk_table_generation", "Generation of the tables last published to the workers.",
+     Type::gauge},
+    {"ferry_xsk_socket_info", "1 per AF_XDP socket, with how it is bound.", Type::gauge},
+    {"ferry_xsk_neighbours", "Next-hop neighbours with a usable MAC on the fast-path interfaces.",
+     Type::gauge},
+    {"ferry_xsk_kernel_routes", "Kernel routes out of the fast-path interfaces.", Type::gauge},
+    {"ferry_xsk_netlink_events_total",
+     "Route and neighbour work of the control thread for the fast path, by kind.", Type::counter},
+};
+
+const char* help_of(const char* name) {
+  for (const auto& f : kFamilies) {
+    if (std::string_view(f.name) == name) return f.help;
+  }
+  return "";
+}
+
+std::string join_queues(const std::vector<std::uint32_t>& queues) {
+  std::string out;
+  for (std::uint32_t q : queues) out += (out.empty() ? "" : ",") + std::to_string(q);
+  return out;
+}
+
+}  // namespace
+
+void FastpathPlane::collect(metrics::SnapshotBuilder& out) const {
+  for (const auto& f : kFamilies) out.declare(f.name, f.help, f.type);
+  auto counter = [&out](const char* name, metrics::Labels labels, std::uint64_t v) {
+    out.counter(name, help_of(name), std::move(labels), static_cast<double>(v));
+  };
+  auto gauge = [&out](const char* name, metrics::Labels labels, double v) {
+    out.gauge(name, help_of(name), std::move(labels), v);
+  };
+  for (std::size_t w = 0; w < workers_.size(); ++w) {
+    const Worker& worker = *workers_[w].worker;
+    const WorkerCounters& c = worker.counters();
+    std::string queue = std::to_string(worker.queue());
+    const std::string& name = workers_[w].name;
+    for (std::size_t i = 0; i < worker.ports().size(); ++i) {
+      const std::string& iface = layout_.ports[worker.ports()[i].slot].ifname;
+      const PortCounters& pc = c.ports[i];
+      metrics::Labels l{{"worker", name}, {"queue", queue}, {"iface", iface}};
+      counter("ferry_xsk_rx_packets_total", l, pc.rx_packets.value());
+      counter("ferry_xsk_rx_bytes_total", l, pc.rx_bytes.value());
+      counter("ferry_xsk_tx_packets_total", l, pc.tx_packets.value());
+      counter("ferry_xsk_tx_bytes_total", l, pc.tx_bytes.value());
+      counter("ferry_xsk_tx_kicks_total", l, pc.tx_kicks.value());
+      counter("ferry_xsk_tx_kick_errors_total", l, pc.tx_kick_errors.value());
+      counter("ferry_xsk_fill_wakeups_total", l, pc.fill_wakeups.value());
+
+      const xsk::XskSocket& socket = *sockets_[w][i];
+      xdp_statistics st = socket.statistics();
+      metrics::Labels k{{"queue", queue}, {"iface", iface}};
+      counter("ferry_xsk_fill_ring_empty_total", k, st.rx_fill_ring_empty_descs);
+      auto kernel = [&](const char* reason, std::uint64_t v) {
+        counter("ferry_xsk_kernel_drops_total",
+                {{"queue", queue}, {"iface", iface}, {"reason", reason}}, v);
+      };
+      kernel("rx_dropped", st.rx_dropped);
+      kernel("rx_ring_full", st.rx_ring_full);
+      kernel("rx_invalid_descs", st.rx_invalid_descs);
+      kernel("tx_invalid_descs", st.tx_invalid_descs);
+      const xsk::BindInfo& b = socket.bind_info();
+      gauge("ferry_xsk_socket_info",
+            {{"queue", queue},
+             {"iface", iface},
+             {"mode", b.zerocopy ? "zerocopy" : "copy"},
+             {"need_wakeup", b.need_wakeup ? "true" : "false"}},
+            1);
+    }
+    metrics::Labels wl{{"worker", name}, {"queue", queue}};
+    for (std::size_t r = 0; r < kDropCount; ++r) {
+      counter("ferry_xsk_drops_total",
+              {{"worker", name}, {"queue", queue}, {"reason", std::string(to_string(Drop(r)))}},
+              c.drops[r].value());
+    }
+    counter("ferry_xsk_sleeps_total", wl, c.sleeps.value());
+    counter("ferry_xsk_slab_empty_total", wl, c.slab_empty.value());
+    counter("ferry_xsk_rejected_frames_total", wl, c.rejected_frames.value());
+    counter("ferry_xsk_table_swaps_total", wl, c.snapshot_swaps.value());
+    counter("ferry_xsk_resolution_requests_total",
+            {{"worker", name}, {"queue", queue}, {"result", "queued"}},
+            c.resolutions_requested.value());
+    counter("ferry_xsk_resolution_requests_total",
+            {{"worker", name}, {"queue", queue}, {"result", "queue_full"}},
+            c.resolution_queue_full.value());
+
+    xsk::FrameAccount a = worker.published_account();
+    gauge("ferry_xsk_slab_frames", {{"queue", queue}}, static_cast<double>(a.slab_frames));
+    const std::pair<const char*, std::uint64_t> terms[] = {
+        {"free", a.free_stack}, {"fill", a.fill}, {"rx", a.rx},
+        {"hands", a.in_hands},  {"tx", a.tx},     {"completion", a.completion}};
+    for (const auto& [where, v] : terms) {
+      gauge("ferry_xsk_frames", {{"queue", queue}, {"where", where}}, static_cast<double>(v));
+    }
+  }
+  gauge("ferry_xsk_table_generation", {}, static_cast<double>(board_->generation()));
+  auto tables = watch_->tables();
+  gauge("ferry_xsk_neighbours", {}, static_cast<double>(tables->neighbours.size()));
+  gauge("ferry_xsk_kernel_routes", {}, static_cast<double>(tables->routes.routes().size()));
+  const NextHopWatchStats& s = watch_->stats();
+  const std::pair<const char*, std::uint64_t> events[] = {{"notification", s.notifications},
+                                                          {"resync", s.resyncs},
+                                                          {"rebuild", s.rebuilds},
+                                                          {"resolution_sent", s.resolutions_sent},
+                                                          {"resolution_error", s.resolution_errors},
+                                                          {"stale_refresh", s.stale_refreshes}};
+  for (const auto& [kind, v] : events) {
+    counter("ferry_xsk_netlink_events_total", {{"kind", kind}}, v);
+  }
+}
+
+void FastpathPlane::annotate_status(nlohmann::json& xdp_status) const {
+  if (!xdp_status.is_object() || !xdp_status.contains("interfaces")) return;
+  for (nlohmann::json& iface : xdp_status["interfaces"]) {
+    auto slot = layout_.slot_of(iface.value("name", ""));
+    if (!slot) continue;
+    const PortSpec& port = layout_.ports[*slot];
+    const xsk::XskSocket* any = nullptr;
+    for (const auto& sockets : sockets_) {
+      for (const xsk::XskSocket* s : sockets) {
+        if (s->ifname() == port.ifname) any = s;
+      }
+    }
+    iface["xsk_queues"] = join_queues(port.queues);
+    if (any) {
+      iface["xsk_mode"] = any->bind_info().zerocopy ? "zerocopy" : "copy";
+      iface["need_wakeup"] = any->bind_info().need_wakeup;
+    }
+  }
+  std::uint64_t slab = workers_.empty() ? 0 : workers_.front().worker->slab().frame_count();
+  xdp_status["fastpath"] = {
+      {"workers", workers_.size()},
+      {"queues", join_queues(layout_.queues)},
+      {"umem_frames", xdp_config_.umem.frames},
+      {"frame_bytes", xdp_config_.umem.frame_bytes},
+      {"slab_frames", slab},
+      {"hugepages", umem_->pool().on_hugepages()},
+      {"table_generation", board_->generation()},
+      {"kernel_routes", watch_->tables()->routes.routes().size()},
+      {"neighbours", watch_->tables()->neighbours.size()},
+  };
+}
+
+nlohmann::json FastpathPlane::worker_details() const {
+  nlohmann::json out = nlohmann::json::object();
+  for (const WorkerThread& t : workers_) {
+    const Worker& w = *t.worker;
+    std::uint64_t rx = 0, tx = 0, drops = 0;
+    std::string ports;
+    for (std::size_t i = 0; i < w.ports().size(); ++i) {
+      rx += w.counters().ports[i].rx_packets.value();
+      tx += w.counters().ports[i].tx_packets.value();
+      ports += (ports.empty() ? "" : ",") + layout_.ports[w.ports()[i].slot].ifname;
+    }
+    for (const auto& d : w.counters().drops) drops += d.value();
+    out[t.name] = {{"queue", w.queue()},
+                   {"cpu", t.cpu},
+                   {"ports", ports},
+                   {"rx_packets", rx},
+                   {"tx_packets", tx},
+                   {"drops", drops},
+                   {"table_generation", w.snapshot_generation()}};
+  }
+  return out;
+}
+
+}  // namespace ferry::fastpath

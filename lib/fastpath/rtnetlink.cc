@@ -1,0 +1,254 @@
+// rtnetlink route/neighbour parsing, dumps, notifications and NTF_USE resolution requests.
+#include "lib/fastpath/rtnetlink.hh"
+
+#include <linux/neighbour.h>
+#include <linux/rtnetlink.h>
+#include <poll.h>
+#include <sys/socket.h>
+
+#include <cerrno>
+#include <cstring>
+#include <system_error>
+
+namespace ferry::fastpath {
+namespace {
+
+// Walks the rtattrs after a fixed header of `fixed_bytes`.
+template <typename Visit>
+void for_each_attribute(const nlmsghdr* message, std::size_t fixed_bytes, Visit&& visit) {
+  const auto* start = reinterpret_cast<const std::uint8_t*>(NLMSG_DATA(message));
+  if (message->nlmsg_len < NLMSG_LENGTH(fixed_bytes)) return;
+  int remaining = static_cast<int>(message->nlmsg_len - NLMSG_LENGTH(fixed_bytes));
+  const auto* attr = reinterpret_cast<const rtattr*>(start + NLMSG_ALIGN(fixed_bytes));
+  for (; RTA_OK(attr, remaining); attr = RTA_NEXT(attr, remaining)) visit(attr);
+}
+
+std::optional<net::IpAddress> address_of(const rtattr* attr, std::uint8_t family) {
+  std::size_t len = RTA_PAYLOAD(attr);
+  net::IpAddress a;
+  if (family == AF_INET && len == 4) {
+    a.family = AF_INET;
+  } else if (family == AF_INET6 && len == 16) {
+    a.family = AF_INET6;
+  } else {
+    return std::nullopt;
+  }
+  std::memcpy(a.bytes.data(), RTA_DATA(attr), len);
+  return a;
+}
+
+std::uint32_t u32_of(const rtattr* attr) {
+  std::uint32_t v = 0;
+  if (RTA_PAYLOAD(attr) >= sizeof(v)) std::memcpy(&v, RTA_DATA(attr), sizeof(v));
+  return v;
+}
+
+}  // namespace
+
+std::optional<NeighbourMessage> parse_neighbour(const nlmsghdr* message) {
+  if (message->nlmsg_type != RTM_NEWNEIGH && message->nlmsg_type != RTM_DELNEIGH) return {};
+  if (message->nlmsg_len < NLMSG_LENGTH(sizeof(ndmsg))) return {};
+  const auto* nd = static_cast<const ndmsg*>(NLMSG_DATA(message));
+  if (nd->ndm_family != AF_INET && nd->ndm_family != AF_INET6) return {};
+  NeighbourMessage out;
+  out.deleted = message->nlmsg_type == RTM_DELNEIGH;
+  out.ifindex = nd->ndm_ifindex;
+  out.state = nd->ndm_state;
+  bool have_address = false;
+  for_each_attribute(message, sizeof(ndmsg), [&](const rtattr* attr) {
+    if (attr->rta_type == NDA_DST) {
+      if (auto a = address_of(attr, nd->ndm_family)) {
+        out.address = *a;
+        have_address = true;
+      }
+    } else if (attr->rta_type == NDA_LLADDR && RTA_PAYLOAD(attr) == 6) {
+      packet::MacAddress mac;
+      std::memcpy(mac.data(), RTA_DATA(attr), mac.size());
+      out.mac = mac;
+    }
+  });
+  if (!have_address) return {};
+  return out;
+}
+
+std::optional<RouteMessage> parse_route(const nlmsghdr* message) {
+  if (message->nlmsg_type != RTM_NEWROUTE && message->nlmsg_type != RTM_DELROUTE) return {};
+  if (message->nlmsg_len < NLMSG_LENGTH(sizeof(rtmsg))) return {};
+  const auto* rt = static_cast<const rtmsg*>(NLMSG_DATA(message));
+  if (rt->rtm_family != AF_INET && rt->rtm_family != AF_INET6) return {};
+  RouteMessage out;
+  out.deleted = message->nlmsg_type == RTM_DELROUTE;
+  out.table = rt->rtm_table;
+  out.type = rt->rtm_type;
+  out.flags = rt->rtm_flags;
+  out.prefix.address.family = rt->rtm_family;
+  out.prefix.length = rt->rtm_dst_len;
+  if (out.prefix.length > out.prefix.address.max_prefix_len()) return {};
+  for_each_attribute(message, sizeof(rtmsg), [&](const rtattr* attr) {
+    switch (attr->rta_type) {
+      case RTA_DST:
+        if (auto a = address_of(attr, rt->rtm_family)) out.prefix.address = *a;
+        break;
+      case RTA_OIF:
+        out.oif = static_cast<int>(u32_of(attr));
+        break;
+      case RTA_GATEWAY:
+        out.gateway = address_of(attr, rt->rtm_family);
+        break;
+      case RTA_PRIORITY:
+        out.metric = u32_of(attr);
+        break;
+      case RTA_TABLE:
+        out.table = u32_of(attr);
+        break;
+      case RTA_MULTIPATH: {
+        // The first next hop only: the workers do not spread one route over several.
+        if (RTA_PAYLOAD(attr) < sizeof(rtnexthop)) break;
+        const auto* nh = static_cast<const rtnexthop*>(RTA_DATA(attr));
+        if (nh->rtnh_len < sizeof(rtnexthop) || nh->rtnh_len > RTA_PAYLOAD(attr)) break;
+        out.oif = nh->rtnh_ifindex;
+        int remaining = static_cast<int>(nh->rtnh_len - RTNH_LENGTH(0));
+        for (const auto* a = static_cast<const rtattr*>(RTNH_DATA(nh)); RTA_OK(a, remaining);
+             a = RTA_NEXT(a, remaining)) {
+          if (a->rta_type == RTA_GATEWAY) out.gateway = address_of(a, rt->rtm_family);
+        }
+        break;
+      }
+      default:
+        break;
+    }
+  });
+  // Host bits of the destination are zero in the kernel's routes; keep Prefix's invariant anyway.
+  for (int bit = out.prefix.length; bit < out.prefix.address.max_prefix_len(); ++bit) {
+    out.prefix.address.bytes[bit / 8] &= static_cast<std::uint8_t>(~(0x80 >> (bit % 8)));
+  }
+  return out;
+}
+
+bool is_forwarding_route(const RouteMessage& route) {
+  return route.table == RT_TABLE_MAIN && route.type == RTN_UNICAST &&
+         (route.flags & RTM_F_CLONED) == 0 && route.oif != 0;
+}
+
+bool has_usable_mac(std::uint16_t nud_state) {
+  return (nud_state &
+          (NUD_REACHABLE | NUD_STALE | NUD_DELAY | NUD_PROBE | NUD_PERMANENT | NUD_NOARP)) != 0;
+}
+
+std::vector<std::uint8_t> resolve_request(int ifindex, const net::IpAddress& address,
+                                          std::uint32_t sequence) {
+  std::size_t address_bytes = address.is_v4() ? 4 : 16;
+  std::size_t length = NLMSG_ALIGN(NLMSG_LENGTH(sizeof(ndmsg))) + RTA_SPACE(address_bytes);
+  std::vector<std::uint8_t> buf(length, 0);
+  auto* h = reinterpret_cast<nlmsghdr*>(buf.data());
+  h->nlmsg_len = static_cast<std::uint32_t>(length);
+  h->nlmsg_type = RTM_NEWNEIGH;
+  // No NLM_F_ACK: errors still come back and are drained and counted; successes stay silent.
+  h->nlmsg_flags = NLM_F_REQUEST | NLM_F_CREATE | NLM_F_REPLACE;
+  h->nlmsg_seq = sequence;
+  auto* nd = static_cast<ndmsg*>(NLMSG_DATA(h));
+  nd->ndm_family = static_cast<std::uint8_t>(address.family);
+  nd->ndm_ifindex = ifindex;
+  nd->ndm_state = NUD_NONE;
+  nd->ndm_flags = NTF_USE;
+  auto* attr = reinterpret_cast<rtattr*>(buf.data() + NLMSG_ALIGN(NLMSG_LENGTH(sizeof(ndmsg))));
+  attr->rta_type = NDA_DST;
+  attr->rta_len = static_cast<unsigned short>(RTA_LENGTH(address_bytes));
+  std::memcpy(RTA_DATA(attr), address.bytes.data(), address_bytes);
+  return buf;
+}
+
+void for_each_message(std::span<const std::uint8_t> datagram,
+                      const std::function<void(const nlmsghdr*)>& visit) {
+  int remaining = static_cast<int>(datagram.size());
+  for (const auto* h = reinterpret_cast<const nlmsghdr*>(datagram.data()); NLMSG_OK(h, remaining);
+       h = NLMSG_NEXT(h, remaining)) {
+    visit(h);
+  }
+}
+
+RtnetlinkSocket::RtnetlinkSocket(std::uint32_t groups)
+    : fd_(::socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC | SOCK_NONBLOCK, NETLINK_ROUTE)) {
+  if (!fd_) throw std::system_error(errno, std::generic_category(), "netlink socket");
+  if (groups != 0) {
+    int size = 1 << 20;  // bursts of neighbour updates must not overrun it
+    ::setsockopt(fd_.get(), SOL_SOCKET, SO_RCVBUF, &size, sizeof(size));
+  }
+  sockaddr_nl local{};
+  local.nl_family = AF_NETLINK;
+  local.nl_groups = groups;
+  if (::bind(fd_.get(), reinterpret_cast<sockaddr*>(&local), sizeof(local)) != 0) {
+    throw std::system_error(errno, std::generic_category(), "binding a netlink socket");
+  }
+}
+
+bool RtnetlinkSocket::send(std::span<const std::uint8_t> request) {
+  sockaddr_nl kernel{};
+  kernel.nl_family = AF_NETLINK;
+  return ::sendto(fd_.get(), request.data(), request.size(), 0,
+                  reinterpret_cast<sockaddr*>(&kernel), sizeof(kernel)) >= 0;
+}
+
+void RtnetlinkSocket::dump(std::uint16_t type, std::uint8_t family,
+                           const std::function<void(const nlmsghdr*)>& visit) {
+  // Whatever an earlier request left unread (errors of NTF_USE requests) is not this answer.
+  drain([](const nlmsghdr*) {});
+  struct {
+    nlmsghdr header;
+    rtgenmsg body;
+  } request{};
+  request.header.nlmsg_len = NLMSG_LENGTH(sizeof(rtgenmsg));
+  request.header.nlmsg_type = type;
+  request.header.nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP;
+  std::uint32_t sequence = request.header.nlmsg_seq = ++sequence_;
+  request.body.rtgen_family = family;
+  if (!send({reinterpret_cast<const std::uint8_t*>(&request), sizeof(request)})) {
+    throw std::system_error(errno, std::generic_category(), "netlink dump request");
+  }
+  std::vector<std::uint8_t> buf(1 << 16);
+  for (;;) {
+    pollfd pfd{fd_.get(), POLLIN, 0};
+    if (::poll(&pfd, 1, 5000) <= 0) {
+      throw std::system_error(ETIMEDOUT, std::generic_category(), "netlink dump");
+    }
+    ssize_t n = ::recv(fd_.get(), buf.data(), buf.size(), 0);
+    if (n < 0) {
+      if (errno == EINTR || errno == EAGAIN) continue;
+      throw std::system_error(errno, std::generic_category(), "netlink dump");
+    }
+    bool done = false;
+    int error = 0;
+    for_each_message({buf.data(), static_cast<std::size_t>(n)}, [&](const nlmsghdr* h) {
+      if (h->nlmsg_seq != sequence) return;
+      if (h->nlmsg_type == NLMSG_DONE) {
+        done = true;
+      } else if (h->nlmsg_type == NLMSG_ERROR) {
+        error = -static_cast<const nlmsgerr*>(NLMSG_DATA(h))->error;
+        done = true;
+      } else {
+        visit(h);
+      }
+    });
+    if (error != 0) throw std::system_error(error, std::generic_category(), "netlink dump");
+    if (done) return;
+  }
+}
+
+bool RtnetlinkSocket::drain(const std::function<void(const nlmsghdr*)>& visit) {
+  std::vector<std::uint8_t> buf(1 << 16);
+  bool complete = true;
+  for (;;) {
+    ssize_t n = ::recv(fd_.get(), buf.data(), buf.size(), MSG_DONTWAIT);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      if (errno == ENOBUFS) {
+        complete = false;
+        continue;
+      }
+      return complete;  // EAGAIN: nothing more queued
+    }
+    for_each_message({buf.data(), static_cast<std::size_t>(n)}, visit);
+  }
+}
+
+}  // namespace ferry::fastpath

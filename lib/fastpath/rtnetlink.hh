@@ -1,0 +1,81 @@
+// The few rtnetlink messages the fast path needs: route and neighbour dumps and notifications
+// (parsed into plain structs, no socket needed, so they are unit-tested on bytes), and the
+// RTM_NEWNEIGH + NTF_USE request that makes the kernel resolve a next hop. Control thread only.
+#pragma once
+
+#include <linux/netlink.h>
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "lib/common/net.hh"
+#include "lib/common/unique_fd.hh"
+#include "lib/packet/bytes.hh"
+
+namespace ferry::fastpath {
+
+struct NeighbourMessage {
+  bool deleted = false;  // RTM_DELNEIGH
+  int ifindex = 0;
+  net::IpAddress address;
+  std::optional<packet::MacAddress> mac;
+  std::uint16_t state = 0;  // NUD_*
+};
+
+struct RouteMessage {
+  bool deleted = false;  // RTM_DELROUTE
+  int oif = 0;           // first next hop's interface for multipath routes
+  net::Prefix prefix;
+  std::optional<net::IpAddress> gateway;
+  std::uint32_t metric = 0;
+  std::uint32_t table = 0;
+  std::uint8_t type = 0;    // RTN_*
+  std::uint32_t flags = 0;  // RTM_F_*
+};
+
+// nullopt for messages of another type, family or a shape the fast path cannot use.
+std::optional<NeighbourMessage> parse_neighbour(const nlmsghdr* message);
+std::optional<RouteMessage> parse_route(const nlmsghdr* message);
+
+// A unicast route of the main table: what the workers may forward along.
+bool is_forwarding_route(const RouteMessage& route);
+// NUD states whose link-layer address may be used to send (the kernel would send to it too).
+bool has_usable_mac(std::uint16_t nud_state);
+
+// RTM_NEWNEIGH with NTF_USE (NLM_F_CREATE | NLM_F_REPLACE, state NUD_NONE): creates the entry if
+// needed and runs the kernel's neighbour state machine as if a packet had been sent to it, so an
+// unknown next hop gets an ARP request / neighbour solicitation and a stale one is re-probed.
+std::vector<std::uint8_t> resolve_request(int ifindex, const net::IpAddress& address,
+                                          std::uint32_t sequence);
+
+// One NETLINK_ROUTE socket. Throws std::system_error on setup failures.
+class RtnetlinkSocket {
+ public:
+  // `groups`: RTMGRP_* bits to subscribe to (0 for a request socket).
+  explicit RtnetlinkSocket(std::uint32_t groups = 0);
+
+  int fd() const { return fd_.get(); }
+
+  // Sends a dump request (RTM_GETROUTE / RTM_GETNEIGH for `family`) and calls `visit` on every
+  // message of the answer. Blocking; a dump of a gateway's tables takes microseconds.
+  void dump(std::uint16_t type, std::uint8_t family,
+            const std::function<void(const nlmsghdr*)>& visit);
+  // Non-blocking: reads every queued datagram and calls `visit` on each message. Returns false
+  // when the kernel dropped notifications (ENOBUFS): the caller must re-dump.
+  bool drain(const std::function<void(const nlmsghdr*)>& visit);
+  // Non-blocking send of one request; false (errno set) when the kernel refused it.
+  bool send(std::span<const std::uint8_t> request);
+
+ private:
+  UniqueFd fd_;
+  std::uint32_t sequence_ = 1;
+};
+
+// Calls `visit` on each complete message in a datagram.
+void for_each_message(std::span<const std::uint8_t> datagram,
+                      const std::function<void(const nlmsghdr*)>& visit);
+
+}  // namespace ferry::fastpath

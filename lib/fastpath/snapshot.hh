@@ -1,0 +1,37 @@
+// Everything a worker reads per frame, as one immutable value: the UDP services, the configured
+// routes, the kernel's routes and neighbours, and the ports' MACs. Built on the control thread;
+// the parts are shared between generations so that a neighbour change does not rebuild Maglev.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <memory>
+
+#include "bpf/ferry_shared.h"
+#include "lib/fastpath/kernel_routes.hh"
+#include "lib/fastpath/neighbour_table.hh"
+#include "lib/packet/route_table.hh"
+#include "lib/packet/service_table.hh"
+
+namespace ferry::fastpath {
+
+// What the kernel says about where destinations are: routes out of our ports, and next-hop MACs.
+struct NextHopTables {
+  KernelRouteTable routes;
+  NeighbourTable neighbours;
+};
+
+// What the configuration says: services and routes.
+struct ConfigTables {
+  packet::ServiceTable services;
+  packet::RouteTable routes;
+};
+
+struct Snapshot {
+  std::shared_ptr<const ConfigTables> config;
+  std::shared_ptr<const NextHopTables> next_hops;
+  std::array<packet::MacAddress, FERRY_MAX_INTERFACES> port_macs{};  // by slot
+  std::uint32_t port_count = 0;
+};
+
+}  // namespace ferry::fastpath

@@ -1,0 +1,226 @@
+// The AF_XDP worker loop.
+#include "lib/fastpath/worker.hh"
+
+#include <poll.h>
+
+#include <algorithm>
+#include <chrono>
+#include <stdexcept>
+
+#include "lib/packet/bytes.hh"
+#include "lib/xsk/recycle.hh"
+#include "lib/xsk/wakeup.hh"
+
+namespace ferry::fastpath {
+
+Worker::Worker(const WorkerOptions& options, xsk::UmemSlab slab, std::vector<WorkerPort> ports,
+               SnapshotBoard::Reader reader)
+    : options_(options), slab_(std::move(slab)), ports_(std::move(ports)), reader_(reader) {
+  if (options_.burst == 0 || options_.burst > kMaxBurst) {
+    throw std::invalid_argument("worker burst must be 1.." + std::to_string(kMaxBurst));
+  }
+  if (ports_.empty() || ports_.size() > FERRY_MAX_INTERFACES) {
+    throw std::invalid_argument("a worker serves 1.." + std::to_string(FERRY_MAX_INTERFACES) +
+                                " ports");
+  }
+  port_of_slot_.fill(-1);
+  for (std::size_t i = 0; i < ports_.size(); ++i) {
+    if (ports_[i].slot >= FERRY_MAX_INTERFACES) throw std::invalid_argument("port slot too large");
+    port_of_slot_[ports_[i].slot] = static_cast<std::int8_t>(i);
+    rings_.push_back(ports_[i].rings);
+  }
+}
+
+void Worker::prime() {
+  for (WorkerPort& port : ports_) {
+    std::uint32_t got = xsk::refill(port.rings.fill, slab_, port.fill_target);
+    if (got < port.fill_target) counters_.slab_empty.add();
+  }
+  publish_account();
+}
+
+bool Worker::poll_once() {
+  const Snapshot& snapshot = reader_.current();
+  if (reader_.generation() != seen_generation_.load(std::memory_order_relaxed)) {
+    seen_generation_.store(reader_.generation(), std::memory_order_relaxed);
+    counters_.snapshot_swaps.add();
+  }
+  bool work = false;
+  for (std::uint32_t i = 0; i < ports_.size(); ++i) work |= recycle(i);
+  for (std::uint32_t i = 0; i < ports_.size(); ++i) {
+    if (receive(i, snapshot) > 0) {
+      work = true;
+      // Transmit after each port's burst: the staging arrays hold one burst.
+      for (std::uint32_t e = 0; e < ports_.size(); ++e) transmit(e);
+    }
+  }
+  for (std::uint32_t i = 0; i < ports_.size(); ++i) kick(i);
+  return work;
+}
+
+std::uint32_t Worker::receive(std::uint32_t port_index, const Snapshot& snapshot) {
+  WorkerPort& port = ports_[port_index];
+  xsk::RingSlices<const xdp_desc> got = port.rings.rx.peek(options_.burst);
+  if (got.empty()) {
+    if (port.fd >= 0 && xsk::wake_fill(port.fd, port.rings.fill) != xsk::Wakeup::not_needed) {
+      counters_.ports[port_index].fill_wakeups.add();
+    }
+    return 0;
+  }
+  std::uint64_t dropped[kMaxBurst];
+  std::uint32_t dropped_count = 0;
+  std::array<std::uint32_t, kDropCount> drops{};
+  std::uint64_t bytes = 0;
+  MissSink misses{resolutions_, counters_};
+  for (std::uint32_t k = 0; k < got.size(); ++k) {
+    const xdp_desc d = got[k];
+    bytes += d.len;
+    std::byte* data = slab_.packet(d.addr, d.len);
+    if (!data) {  // not this slab's frame: the kernel handed us garbage; never touch it
+      ++drops[static_cast<std::size_t>(Drop::malformed)];
+      counters_.rejected_frames.add();
+      continue;
+    }
+    FrameOutcome o = process_frame(packet::frame_bytes(data, d.len), snapshot, port.slot, misses);
+    if (o.forward) {
+      std::int8_t egress = o.egress_slot < FERRY_MAX_INTERFACES ? port_of_slot_[o.egress_slot] : -1;
+      if (egress >= 0) {
+        staged_[egress][staged_count_[egress]++] = xdp_desc{d.addr, d.len, 0};
+        continue;
+      }
+      o.drop = Drop::no_tx_queue;
+    }
+    ++drops[static_cast<std::size_t>(o.drop)];
+    dropped[dropped_count++] = d.addr;
+  }
+  port.rings.rx.release(got.size());
+  counters_.ports[port_index].rx_packets.add(got.size());
+  counters_.ports[port_index].rx_bytes.add(bytes);
+  for (std::size_t r = 0; r < kDropCount; ++r) {
+    if (drops[r]) counters_.drops[r].add(drops[r]);
+  }
+  free_frames({dropped, dropped_count});
+  return got.size();
+}
+
+void Worker::transmit(std::uint32_t port_index) {
+  std::uint32_t count = staged_count_[port_index];
+  if (count == 0) return;
+  staged_count_[port_index] = 0;
+  const xdp_desc* staged = staged_[port_index].data();
+  std::uint32_t sent = ports_[port_index].rings.tx.push({staged, count});
+  std::uint64_t bytes = 0;
+  for (std::uint32_t k = 0; k < sent; ++k) bytes += staged[k].len;
+  PortCounters& c = counters_.ports[port_index];
+  c.tx_packets.add(sent);
+  c.tx_bytes.add(bytes);
+  if (sent < count) {
+    std::uint64_t full[kMaxBurst];
+    for (std::uint32_t k = sent; k < count; ++k) full[k - sent] = staged[k].addr;
+    counters_.drops[static_cast<std::size_t>(Drop::tx_ring_full)].add(count - sent);
+    free_frames({full, count - sent});
+  }
+}
+
+void Worker::kick(std::uint32_t port_index) {
+  WorkerPort& port = ports_[port_index];
+  if (port.fd < 0) return;
+  std::uint32_t in_flight = port.rings.tx.producer_word() - port.rings.completion.producer_word();
+  if (in_flight == 0) return;
+  // Copy mode sends at most 32 frames per sendto(); "busy" means there is more to send.
+  for (int attempt = 0; attempt < 4; ++attempt) {
+    xsk::Wakeup w = xsk::kick_tx(port.fd, port.rings.tx, port.need_wakeup);
+    if (w == xsk::Wakeup::not_needed) return;
+    counters_.ports[port_index].tx_kicks.add();
+    if (w == xsk::Wakeup::failed) {
+      counters_.ports[port_index].tx_kick_errors.add();
+      return;
+    }
+    if (w == xsk::Wakeup::sent) return;
+  }
+}
+
+bool Worker::recycle(std::uint32_t port_index) {
+  WorkerPort& port = ports_[port_index];
+  xsk::QueueRings& r = port.rings;
+  std::uint32_t on_fill_side = r.fill.producer_word() - r.rx.producer_word();
+  std::uint32_t need = port.fill_target > on_fill_side ? port.fill_target - on_fill_side : 0;
+  // Completions go straight back to this socket's fill ring while it is below its target...
+  std::uint32_t moved = 0;
+  if (need > 0) {
+    xsk::RecycleResult rr =
+        xsk::recycle_completions(r.completion, r.fill, slab_, std::min(need, options_.burst));
+    moved = rr.to_fill + rr.to_slab;
+    need -= std::min(need, rr.to_fill);
+    if (rr.rejected) counters_.rejected_frames.add(rr.rejected);
+  }
+  // ... and the rest into the free stack, from which any of the worker's sockets refills.
+  xsk::RingSlices<const std::uint64_t> done = r.completion.peek(options_.burst);
+  if (!done.empty()) {
+    free_frames(done.head);
+    free_frames(done.tail);
+    r.completion.release(done.size());
+    moved += done.size();
+  }
+  if (need > 0) {
+    std::uint32_t got = xsk::refill(r.fill, slab_, need);
+    if (got < need && slab_.free_count() == 0) counters_.slab_empty.add();
+  }
+  return moved > 0;
+}
+
+void Worker::free_frames(std::span<const std::uint64_t> addrs) {
+  if (addrs.empty()) return;
+  xsk::SlabFreeResult f = slab_.free(addrs);
+  if (f.outside_slab + f.double_free) counters_.rejected_frames.add(f.outside_slab + f.double_free);
+}
+
+std::uint32_t Worker::tx_in_flight() const {
+  std::uint32_t total = 0;
+  for (const WorkerPort& p : ports_) {
+    total += p.rings.tx.producer_word() - p.rings.completion.producer_word();
+  }
+  return total;
+}
+
+xsk::FrameAccount Worker::account() const {
+  return xsk::account_frames(slab_, rings_, 0);
+}
+
+void Worker::run(const std::atomic<bool>& stop, int wake_fd, const std::function<void()>& beat) {
+  using Clock = std::chrono::steady_clock;
+  constexpr auto kBeatEvery = std::chrono::milliseconds(50);
+  std::vector<pollfd> fds;
+  for (const WorkerPort& p : ports_) fds.push_back({p.fd, POLLIN, 0});
+  fds.push_back({wake_fd, POLLIN, 0});
+  xsk::IdleSpin idle(options_.idle_spin_turns);
+  constexpr std::uint32_t kTurnsPerClockRead = 64;  // a busy turn is ~1 us; the clock ~20 ns
+  auto last_beat = Clock::now();
+  beat();
+  for (std::uint32_t turn = 1; !stop.load(std::memory_order_acquire); ++turn) {
+    bool work = poll_once();
+    if (turn % kTurnsPerClockRead == 0) {
+      auto now = Clock::now();
+      if (now - last_beat >= kBeatEvery) {
+        beat();
+        publish_account();
+        last_beat = now;
+      }
+    }
+    // Frames waiting for transmission keep the worker awake: copy mode sends them only from
+    // inside sendto(), and no readiness event would wake a sleeper for them.
+    if (!idle.should_sleep(work)) continue;
+    bool tx_stuck = tx_in_flight() > 0;
+    publish_account();
+    counters_.sleeps.add();
+    // A stuck tx ring (link down) is retried every few ms instead of spinning.
+    xsk::wait_for_rx(fds, tx_stuck ? 5 : options_.sleep_timeout_ms);
+    for (auto& f : fds) f.revents = 0;
+    beat();
+    last_beat = Clock::now();
+  }
+  publish_account();
+  reader_.park();
+}
+
+}  // namespace ferry::fastpath

@@ -1,0 +1,98 @@
+// One AF_XDP worker: owns one queue index on every fast-path interface (its ports), one slab of
+// the shared UMEM, and its counters. Each loop turn: recycle completions, rx burst per port,
+// process each frame, tx burst on the egress port's socket of the same queue, refill.
+#pragma once
+
+#include <linux/if_xdp.h>
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <vector>
+
+#include "bpf/ferry_shared.h"
+#include "lib/fastpath/frame_processor.hh"
+#include "lib/fastpath/resolution_queue.hh"
+#include "lib/fastpath/snapshot_board.hh"
+#include "lib/fastpath/worker_counters.hh"
+#include "lib/xsk/frame_account.hh"
+#include "lib/xsk/queue_rings.hh"
+#include "lib/xsk/umem_slab.hh"
+
+namespace ferry::fastpath {
+
+// One (interface, queue) socket of a worker.
+struct WorkerPort {
+  std::uint32_t slot = 0;  // the interface's fast-path slot
+  xsk::QueueRings rings;
+  int fd = -1;                    // the AF_XDP socket; -1 for user-space rings (tests): no syscalls
+  bool need_wakeup = true;        // bound with XDP_USE_NEED_WAKEUP
+  std::uint32_t fill_target = 0;  // frames kept on the kernel's fill side of this socket
+};
+
+struct WorkerOptions {
+  std::uint32_t queue = 0;
+  std::uint32_t burst = 64;             // rx frames per port per turn, <= kMaxBurst
+  std::uint32_t idle_spin_turns = 512;  // empty turns before sleeping in poll()
+  int sleep_timeout_ms = 100;           // poll() timeout: the heartbeat needs a beat per 250 ms
+};
+
+class Worker {
+ public:
+  static constexpr std::uint32_t kMaxBurst = 64;
+
+  Worker(const WorkerOptions& options, xsk::UmemSlab slab, std::vector<WorkerPort> ports,
+         SnapshotBoard::Reader reader);
+  Worker(const Worker&) = delete;
+  Worker& operator=(const Worker&) = delete;
+
+  // Fills every port's fill ring up to its target. Call before the sockets go into the XSKMAP:
+  // a frame redirected to a socket with an empty fill ring is dropped by the kernel.
+  void prime();
+  // One loop turn. True when it moved any frame.
+  bool poll_once();
+  // The thread body: turns until `stop`, sleeping in poll() on the ports and `wake_fd` when
+  // idle; calls `beat` at least every 100 ms, busy or idle. Parks its snapshot reader on exit.
+  void run(const std::atomic<bool>& stop, int wake_fd, const std::function<void()>& beat);
+
+  // Where the slab's frames are, computed now: call from the worker's thread, or when stopped.
+  xsk::FrameAccount account() const;
+  // The account as last published by the worker (any thread).
+  xsk::FrameAccount published_account() const { return published_.read(); }
+  void publish_account() { published_.publish(account()); }
+
+  const WorkerCounters& counters() const { return counters_; }
+  ResolutionQueue& resolution_queue() { return resolutions_; }
+  std::uint32_t queue() const { return options_.queue; }
+  std::span<const WorkerPort> ports() const { return ports_; }
+  const xsk::UmemSlab& slab() const { return slab_; }
+  std::uint64_t snapshot_generation() const {
+    return seen_generation_.load(std::memory_order_relaxed);
+  }
+  // Frames submitted for transmission and not yet completed, over all ports.
+  std::uint32_t tx_in_flight() const;
+
+ private:
+  std::uint32_t receive(std::uint32_t port_index, const Snapshot& snapshot);
+  void transmit(std::uint32_t port_index);
+  bool recycle(std::uint32_t port_index);
+  void kick(std::uint32_t port_index);
+  void free_frames(std::span<const std::uint64_t> addrs);
+
+  WorkerOptions options_;
+  xsk::UmemSlab slab_;
+  std::vector<WorkerPort> ports_;
+  std::vector<xsk::QueueRings> rings_;  // ports_[i].rings, contiguous for account_frames
+  SnapshotBoard::Reader reader_;
+  std::atomic<std::uint64_t> seen_generation_{0};
+  std::array<std::int8_t, FERRY_MAX_INTERFACES> port_of_slot_;  // -1: no socket on this queue
+  std::array<std::array<xdp_desc, kMaxBurst>, FERRY_MAX_INTERFACES> staged_{};  // tx, per port
+  std::array<std::uint32_t, FERRY_MAX_INTERFACES> staged_count_{};
+  ResolutionQueue resolutions_;
+  WorkerCounters counters_;
+  PublishedAccount published_;
+};
+
+}  // namespace ferry::fastpath

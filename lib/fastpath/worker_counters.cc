@@ -1,0 +1,50 @@
+// Drop reason names and the sequence-locked frame account.
+#include "lib/fastpath/worker_counters.hh"
+
+namespace ferry::fastpath {
+
+std::string_view to_string(Drop d) {
+  switch (d) {
+    case Drop::no_backend:
+      return "no_backend";
+    case Drop::neighbour_miss:
+      return "neighbour_miss";
+    case Drop::tx_ring_full:
+      return "tx_ring_full";
+    case Drop::malformed:
+      return "malformed";
+    case Drop::ttl_expired:
+      return "ttl_expired";
+    case Drop::no_route:
+      return "no_route";
+    case Drop::unexpected:
+      return "unexpected";
+    case Drop::no_tx_queue:
+      return "no_tx_queue";
+  }
+  return "unknown";
+}
+
+void PublishedAccount::publish(const xsk::FrameAccount& a) noexcept {
+  std::uint32_t s = sequence_.load(std::memory_order_relaxed);
+  sequence_.store(s + 1, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_release);
+  const std::uint64_t v[7] = {a.slab_frames, a.free_stack, a.fill,      a.rx,
+                              a.in_hands,    a.tx,         a.completion};
+  for (int i = 0; i < 7; ++i) values_[i].store(v[i], std::memory_order_relaxed);
+  sequence_.store(s + 2, std::memory_order_release);
+}
+
+xsk::FrameAccount PublishedAccount::read() const noexcept {
+  for (;;) {
+    std::uint32_t before = sequence_.load(std::memory_order_acquire);
+    std::uint64_t v[7];
+    for (int i = 0; i < 7; ++i) v[i] = values_[i].load(std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_acquire);
+    if ((before & 1) == 0 && sequence_.load(std::memory_order_relaxed) == before) {
+      return {v[0], v[1], v[2], v[3], v[4], v[5], v[6]};
+    }
+  }
+}
+
+}  // namespace ferry::fastpath

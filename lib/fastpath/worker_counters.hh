@@ -1,0 +1,64 @@
+// A worker's counters: written by that worker only (metrics::Counter, relaxed load + store),
+// read by the control thread's collector. Cache-line aligned so workers never share a line.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <string_view>
+
+#include "bpf/ferry_shared.h"
+#include "lib/metrics/registry.hh"
+#include "lib/xsk/frame_account.hh"
+
+namespace ferry::fastpath {
+
+// Why a worker dropped a frame it received.
+enum class Drop : std::uint8_t {
+  no_backend,      // a service of ours with no backend up
+  neighbour_miss,  // no MAC for the next hop yet; resolution was requested
+  tx_ring_full,    // the egress port's tx ring had no room
+  malformed,       // headers the parser refused, or a descriptor outside the worker's slab
+  ttl_expired,     // TTL / hop limit <= 1
+  no_route,        // no kernel route out of an XDP port to the (rewritten) destination
+  unexpected,      // steered to AF_XDP but no service or route of this worker's tables wants it
+  no_tx_queue,     // the egress interface has no AF_XDP socket on this worker's queue
+};
+inline constexpr std::size_t kDropCount = static_cast<std::size_t>(Drop::no_tx_queue) + 1;
+std::string_view to_string(Drop d);
+
+// Per (worker, port): traffic in and out of one AF_XDP socket.
+struct alignas(64) PortCounters {
+  metrics::Counter rx_packets;
+  metrics::Counter rx_bytes;
+  metrics::Counter tx_packets;
+  metrics::Counter tx_bytes;
+  metrics::Counter tx_kicks;        // sendto() calls to make the kernel transmit
+  metrics::Counter tx_kick_errors;  // ... that failed (link down, device gone)
+  metrics::Counter fill_wakeups;    // poll() calls because the fill ring asked for one
+};
+
+struct alignas(64) WorkerCounters {
+  std::array<metrics::Counter, kDropCount> drops;
+  metrics::Counter sleeps;                 // poll() sleeps after the idle spin
+  metrics::Counter slab_empty;             // refills that found the free stack empty
+  metrics::Counter rejected_frames;        // frames the slab refused back (a bug if > 0)
+  metrics::Counter resolutions_requested;  // next hops queued for resolution (once each)
+  metrics::Counter resolution_queue_full;  // ... lost because the queue was full
+  metrics::Counter snapshot_swaps;         // table generations picked up
+  std::array<PortCounters, FERRY_MAX_INTERFACES> ports;  // by the worker's port index
+};
+
+// The frame-conservation terms of a worker's slab, published by the worker between batches with
+// a sequence lock, so the control thread always reads one consistent set.
+class PublishedAccount {
+ public:
+  void publish(const xsk::FrameAccount& a) noexcept;
+  xsk::FrameAccount read() const noexcept;
+
+ private:
+  std::atomic<std::uint32_t> sequence_{0};
+  std::atomic<std::uint64_t> values_[7] = {};
+};
+
+}  // namespace ferry::fastpath

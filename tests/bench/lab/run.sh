@@ -1,0 +1,249 @@
+#!/usr/bin/env bash
+# The lab benchmark (not part of make test; needs root): in a netns lab on this machine
+# (client c0 -- g0 gateway g1 -- b0 sink), ferry's route and balance forwarding next to
+# (a) the kernel's own forwarding (ip_forward; nftables DNAT for balance) and (b) an in-kernel XDP
+# redirect between the same veths (xdp_redirect.bpf.c, DEVMAP + MAC rewrite) as the ceiling.
+# trafgen (netsniff-ng) offers 64-byte and 1500-byte UDP from one CPU; the sink's veth counts
+# what arrives (rx_packets, with an XDP drop behind it so the sink's stack costs nothing). For
+# each run: delivered pps and gateway CPU per delivered packet = softirq time (/proc/stat, all
+# CPUs) + ferryd's own CPU time. Writes tests/bench/results/lab.md.
+# Usage: tests/bench/lab/run.sh [BUILD_DIR]   (default: build; ferryd must be built)
+#        SECONDS_PER_RUN=5 SIZES="64 1500" tests/bench/lab/run.sh
+set -euo pipefail
+root="$(cd "$(dirname "$0")/../../.." && pwd)"
+build="${1:-$root/build}"
+ferryd="$build/daemon/ferryd"
+ferryctl="$build/daemon/ferryctl"
+secs="${SECONDS_PER_RUN:-5}"
+sizes="${SIZES:-64 1500}"
+out="$root/tests/bench/results/lab.md"
+
+for tool in trafgen nft bpftool clang; do
+  command -v "$tool" >/dev/null || { echo "run.sh: $tool missing (apt-get install netsniff-ng nftables bpftool clang)" >&2; exit 1; }
+done
+[ "$(id -u)" = 0 ] || { echo "run.sh: needs root (netns, XDP)" >&2; exit 1; }
+[ -x "$ferryd" ] || { echo "run.sh: no $ferryd; build it first (meson compile -C $build)" >&2; exit 1; }
+
+tag="flab$$"
+C="$tag-c"; G="$tag-g"; B="$tag-b"
+work="$(mktemp -d /tmp/ferry-lab.XXXXXX)"
+bpffs="/run/ferry-lab-$$"  # not under /sys: `ip netns exec` remounts /sys
+ferry_pid=""
+VIP=10.10.100.10; ROUTED=10.10.3.5; PORT=5300
+
+cleanup() {
+  set +e
+  [ -n "$ferry_pid" ] && kill "$ferry_pid" 2>/dev/null && wait "$ferry_pid" 2>/dev/null
+  for ns in "$C" "$G" "$B"; do ip netns del "$ns" 2>/dev/null; done
+  mountpoint -q "$bpffs" && umount "$bpffs"
+  rmdir "$bpffs" 2>/dev/null
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+in_ns() { local ns="$1"; shift; ip netns exec "$ns" "$@"; }
+mac_of() { in_ns "$1" cat "/sys/class/net/$2/address"; }
+mac_csv() { echo "$1" | sed 's/^/0x/; s/:/,0x/g'; }
+
+# ---- the lab: one queue per veth, so one ferry worker, pinned away from the generator's CPU
+for ns in "$C" "$G" "$B"; do
+  ip netns add "$ns"
+  in_ns "$ns" ip link set lo up
+  in_ns "$ns" sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1
+done
+ip -n "$C" link add c0 type veth peer name g0 netns "$G"
+ip -n "$G" link add g1 type veth peer name b0 netns "$B"
+ip -n "$C" addr add 10.10.1.2/24 dev c0
+ip -n "$G" addr add 10.10.1.1/24 dev g0
+ip -n "$G" addr add 10.10.2.1/24 dev g1
+for a in 10.10.2.2 10.10.2.3 10.10.2.4; do ip -n "$B" addr add "$a/24" dev b0; done
+ip -n "$B" addr add "$ROUTED/32" dev b0
+for l in "$C c0" "$G g0" "$G g1" "$B b0"; do set -- $l; ip -n "$1" link set "$2" up; done
+ip -n "$C" route add default via 10.10.1.1
+ip -n "$B" route add default via 10.10.2.1
+ip -n "$G" route add 10.10.3.0/24 via 10.10.2.2 dev g1
+in_ns "$G" sysctl -qw net.ipv4.ip_forward=1
+
+g0_mac="$(mac_of "$G" g0)"; g1_mac="$(mac_of "$G" g1)"; b0_mac="$(mac_of "$B" b0)"; c0_mac="$(mac_of "$C" c0)"
+clang -target bpf -O2 -g -Wall -Werror -I "/usr/include/$(gcc -dumpmachine)" \
+  -DDST_MAC="$(mac_csv "$b0_mac")" -DSRC_MAC="$(mac_csv "$g1_mac")" \
+  -c "$root/tests/bench/lab/xdp_redirect.bpf.c" -o "$work/xdp_redirect.bpf.o"
+mkdir -p "$bpffs" && mount -t bpf bpf "$bpffs"
+bpftool prog loadall "$work/xdp_redirect.bpf.o" "$bpffs/prog" type xdp pinmaps "$bpffs/maps"
+g1_ifindex="$(in_ns "$G" cat /sys/class/net/g1/ifindex)"
+# A DEVMAP resolves the ifindex in the updating process's namespace: update from inside G.
+in_ns "$G" bpftool map update pinned "$bpffs/maps/egress" key 0 0 0 0 value \
+  $(printf '%d %d %d %d' $((g1_ifindex & 255)) $((g1_ifindex >> 8 & 255)) $((g1_ifindex >> 16 & 255)) $((g1_ifindex >> 24)))
+in_ns "$B" bpftool net attach xdpdrv pinned "$bpffs/prog/xdp_sink" dev b0
+# Next hops known to the kernel before anything is measured.
+for a in 10.10.2.2 10.10.2.3 10.10.2.4; do in_ns "$G" ping -c1 -W1 "$a" >/dev/null; done
+in_ns "$C" ping -c1 -W1 10.10.1.1 >/dev/null
+
+cat >"$work/ferryd.json" <<JSON
+{
+  "control": { "socket": "$work/ferryd.sock", "group": null },
+  "metrics": { "listen": null },
+  "log": { "level": "notice" },
+  "xdp": { "interfaces": [ { "name": "g0" }, { "name": "g1" } ] },
+  "services": [ { "name": "bench", "vip": "$VIP", "port": $PORT, "protocols": ["udp"],
+                  "backends": ["10.10.2.2:$PORT", "10.10.2.3:$PORT", "10.10.2.4:$PORT"] } ],
+  "routes": [ { "prefix": "10.10.3.0/24", "via": "g1" } ]
+}
+JSON
+
+start_ferryd() {
+  # ferryd's worker may only use CPU 1; trafgen runs on CPU 0.
+  ip netns exec "$G" taskset -c 1 "$ferryd" --config "$work/ferryd.json" >"$work/ferryd.log" 2>&1 &
+  ferry_pid=$!
+  for _ in $(seq 100); do
+    "$ferryctl" --socket "$work/ferryd.sock" status >/dev/null 2>&1 && return 0
+    sleep 0.1
+  done
+  cat "$work/ferryd.log" >&2
+  return 1
+}
+stop_ferryd() { kill "$ferry_pid"; wait "$ferry_pid" || true; ferry_pid=""; }
+
+# /proc/stat "cpu" line: user nice system idle iowait irq softirq steal (USER_HZ ticks).
+softirq_ticks() { awk '/^cpu /{print $8}' /proc/stat; }
+busy_ticks() { awk '/^cpu /{print $2 + $3 + $4 + $7 + $8 + $9}' /proc/stat; }
+proc_ticks() { if [ -n "$1" ]; then awk '{print $14, $15}' "/proc/$1/stat"; else echo 0 0; fi; }
+# ferry's own view of what it lost: "kernel worker" = frames the kernel dropped at the sockets
+# (rx ring full, fill ring empty) and frames the worker dropped (any reason).
+ferry_losses() {
+  if [ -z "$ferry_pid" ]; then echo "0 0"; return; fi
+  "$ferryctl" --socket "$work/ferryd.sock" stats --json | python3 -c '
+import json, sys
+fams = {f["name"]: f["samples"] for f in json.load(sys.stdin)["result"]["metrics"]}
+total = lambda name: int(sum(s["value"] for s in fams.get(name, [])))
+print(total("ferry_xsk_kernel_drops_total") + total("ferry_xsk_fill_ring_empty_total"),
+      total("ferry_xsk_drops_total"))'
+}
+sink_rx() { in_ns "$B" cat /sys/class/net/b0/statistics/rx_packets; }
+client_tx() { in_ns "$C" cat /sys/class/net/c0/statistics/tx_packets; }
+
+# trafgen config: UDP of `size` bytes on the wire (without FCS) to dst, source ports cycling so
+# that the flows spread over backends and queues.
+traffic() {
+  local dst="$1" dport="$2" size="$3" fill=$(( $3 - 42 ))
+  echo "{ eth(da=$g0_mac, sa=$c0_mac), ipv4(saddr=10.10.1.2, daddr=$dst, ttl=64), udp(sp=dinc(1000, 60000), dp=$dport), fill(0x41, $fill) }"
+}
+
+hz="$(getconf CLK_TCK)"
+results="$work/results.tsv"
+measure() {  # kind case size dst dport
+  local kind="$1" case="$2" size="$3" dst="$4" dport="$5"
+  traffic "$dst" "$dport" "$size" >"$work/t.cfg"
+  in_ns "$C" trafgen --dev c0 --conf "$work/t.cfg" --cpus 1 -n 20000 >/dev/null 2>&1  # warm-up
+  sleep 1
+  local rx0 tx0 si0 bu0 t0 rx1 tx1 si1 bu1 t1 fu0 fs0 fu1 fs1 kd0 wd0 kd1 wd1
+  read -r kd0 wd0 < <(ferry_losses)
+  rx0=$(sink_rx); tx0=$(client_tx); si0=$(softirq_ticks); bu0=$(busy_ticks)
+  read -r fu0 fs0 < <(proc_ticks "$ferry_pid"); t0=$(date +%s.%N)
+  in_ns "$C" timeout -s INT "$secs" trafgen --dev c0 --conf "$work/t.cfg" --cpus 1 >/dev/null 2>&1 || true
+  t1=$(date +%s.%N)
+  sleep 0.5
+  rx1=$(sink_rx); tx1=$(client_tx); si1=$(softirq_ticks); bu1=$(busy_ticks)
+  read -r fu1 fs1 < <(proc_ticks "$ferry_pid")
+  read -r kd1 wd1 < <(ferry_losses)
+  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$kind" "$case" "$size" \
+    "$((rx1 - rx0))" "$((tx1 - tx0))" "$(awk "BEGIN{print $t1 - $t0}")" "$((si1 - si0))" \
+    "$((fu1 - fu0))" "$((fs1 - fs0))" "$((bu1 - bu0))" "$((kd1 - kd0))" "$((wd1 - wd0))" \
+    | tee -a "$results" >&2
+}
+
+: >"$results"
+load_before="$(cut -d" " -f1-3 /proc/loadavg)"
+echo "kind	case	size	delivered	sent	seconds	softirq	ferryd_user	ferryd_sys	busy (ticks)	ferry_kernel_drops	ferry_worker_drops" >&2
+for size in $sizes; do
+  # (a) kernel: plain forwarding, then nftables DNAT for balance
+  measure kernel route "$size" "$ROUTED" 9
+  in_ns "$G" nft -f - <<NFT
+table ip ferrylab {
+  chain pre {
+    type nat hook prerouting priority dstnat; policy accept;
+    ip daddr $VIP udp dport $PORT dnat to jhash ip saddr . udp sport mod 3 map { 0 : 10.10.2.2, 1 : 10.10.2.3, 2 : 10.10.2.4 }
+  }
+}
+NFT
+  measure kernel balance "$size" "$VIP" "$PORT"
+  in_ns "$G" nft delete table ip ferrylab
+
+  # ferry: AF_XDP workers
+  start_ferryd
+  measure ferry route "$size" "$ROUTED" 9
+  measure ferry balance "$size" "$VIP" "$PORT"
+  stop_ferryd
+
+  # (b) in-kernel XDP redirect (no DNAT: the ceiling for both)
+  in_ns "$G" bpftool net attach xdpdrv pinned "$bpffs/prog/xdp_redirect" dev g0
+  measure xdp-redirect route "$size" "$ROUTED" 9
+  measure xdp-redirect balance "$size" "$VIP" "$PORT"
+  in_ns "$G" bpftool net detach xdpdrv dev g0
+done
+
+mkdir -p "$(dirname "$out")"
+python3 - "$results" "$hz" "$secs" "$load_before" >"$out" <<'PY'
+import os, platform, sys, time
+rows = [l.rstrip("\n").split("\t") for l in open(sys.argv[1]) if l.strip()]
+hz, secs, load_before = int(sys.argv[2]), sys.argv[3], sys.argv[4]
+data = {}
+for kind, case, size, delivered, sent, seconds, si, fu, fs, busy, kdrop, wdrop in rows:
+    delivered, sent, seconds = int(delivered), int(sent), float(seconds)
+    si, fu, fs, busy = (int(x) / hz for x in (si, fu, fs, busy))
+    per = lambda s: s * 1e9 / delivered if delivered else float("nan")
+    data[(kind, case, int(size))] = {
+        "pps": delivered / seconds, "sent_pps": sent / seconds,
+        "loss": max(0.0, 1 - delivered / sent) if sent else 0.0,
+        "si": si, "fu": fu, "fs": fs, "kdrop": int(kdrop), "wdrop": int(wdrop),
+        "gw_ns": per(si + fu + fs), "busy_ns": per(busy)}
+cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
+print("# Lab benchmark: ferry next to the kernel and an in-kernel XDP redirect")
+print()
+print(f"`tests/bench/lab/run.sh`, {time.strftime('%Y-%m-%d %H:%M %Z')}: {cpu}, {os.cpu_count()} CPUs, "
+      f"kernel {platform.release()}, {secs} s per run; load average before / after: {load_before} / "
+      f"{' '.join(f'{x:.2f}' for x in os.getloadavg())} (the machine is shared: other load lands in "
+      "the machine column and can preempt ferry's worker).")
+print()
+print("Setup: client `c0` -- `g0` gateway `g1` -- `b0` sink, one queue per veth. trafgen on one CPU "
+      "offers UDP (cycling source ports) at its full rate; `delivered` is counted at the sink's veth "
+      "(`rx_packets`, an XDP drop behind it). ferry: one AF_XDP worker, copy mode (veth has no "
+      "zero-copy), pinned to the CPU trafgen does not use (`taskset -c 1`); route = configured "
+      "route (TTL-1, next hop from the kernel's neighbour table), balance = Maglev DNAT over 3 "
+      "backends. kernel: ip_forward; balance with nftables DNAT (`jhash ip saddr . udp sport mod 3`, "
+      "conntrack). xdp-redirect: MAC rewrite + DEVMAP redirect in the driver, no TTL, no DNAT "
+      "(the ceiling for both cases).")
+print()
+print("CPU columns, per delivered packet: `gateway` = softirq time of all CPUs (/proc/stat) + "
+      "ferryd's user + system time; `machine` = all busy time of all CPUs (generator and sink "
+      "included). The kernel accounts CPU time by ticks here (no IRQ_TIME_ACCOUNTING): softirq work "
+      "that runs inline in ferryd's sendto() (the sink veth's receive, the tx path) is counted "
+      "both as softirq and as ferryd's system time, so ferry's `gateway` figure is an upper bound; "
+      "`machine` never double counts.")
+print()
+print("| size | case | forwarder | sent pps | delivered pps | loss | softirq s | ferryd user s | ferryd sys s | gateway ns/pkt | machine ns/pkt | ferry / this, pps | ferry / this, gateway ns/pkt |")
+print("|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+notes = []
+for size in sorted({k[2] for k in data}):
+    for case in ("route", "balance"):
+        f = data.get(("ferry", case, size))
+        for kind in ("kernel", "ferry", "xdp-redirect"):
+            d = data.get((kind, case, size))
+            if not d:
+                continue
+            r_pps = f"{f['pps'] / d['pps']:.2f}" if f and d["pps"] else "-"
+            r_cpu = f"{f['gw_ns'] / d['gw_ns']:.2f}" if f and d["gw_ns"] > 0 else "-"
+            print(f"| {size} | {case} | {kind} | {d['sent_pps']:,.0f} | {d['pps']:,.0f} | "
+                  f"{100 * d['loss']:.1f}% | {d['si']:.2f} | {d['fu']:.2f} | {d['fs']:.2f} | "
+                  f"{d['gw_ns']:,.0f} | {d['busy_ns']:,.0f} | {r_pps} | {r_cpu} |")
+            if kind == "ferry" and d["loss"] > 0:
+                notes.append(f"ferry {case} {size} B lost {100 * d['loss']:.1f}%: {d['kdrop']:,} frames "
+                             f"dropped by the kernel at its sockets (rx ring full / fill ring empty), "
+                             f"{d['wdrop']:,} by the worker; the worker ran "
+                             f"{d['fu'] + d['fs']:.2f} s of the {secs} s.")
+if notes:
+    print()
+    for n in notes:
+        print(f"* {n}")
+PY
+cat "$out"

@@ -1,0 +1,169 @@
+// The per-frame decision of the AF_XDP workers against hand-built frames and tables.
+#include "lib/fastpath/frame_processor.hh"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "lib/packet/parse.hh"
+#include "tests/unit/fastpath/lab_tables.hh"
+
+namespace ferry::fastpath {
+namespace {
+
+using namespace test;
+using packet::test::build_frame;
+using packet::test::reference_checksums;
+using packet::test::stored16;
+
+class FrameProcessorTest : public ::testing::Test {
+ protected:
+  FrameOutcome run(std::vector<std::uint8_t>& frame, std::uint32_t ingress = 0) {
+    return process_frame({frame.data(), frame.size()}, *snapshot_, ingress, {queue_, counters_});
+  }
+  packet::ParsedPacket parsed(const std::vector<std::uint8_t>& frame) {
+    packet::ParsedPacket p;
+    EXPECT_EQ(packet::parse_frame({frame.data(), frame.size()}, p), packet::ParseError::none);
+    return p;
+  }
+  void expect_checksums_valid(const std::vector<std::uint8_t>& frame) {
+    packet::ParsedPacket p = parsed(frame);
+    auto ref = reference_checksums(frame, p);
+    EXPECT_EQ(stored16(frame, p.l3_offset + 10), ref.ipv4_header);
+    EXPECT_EQ(stored16(frame, p.l4_checksum_offset()), ref.l4);
+  }
+  packet::MacAddress mac_at(const std::vector<std::uint8_t>& frame, std::size_t at) {
+    packet::MacAddress m;
+    std::memcpy(m.data(), frame.data() + at, 6);
+    return m;
+  }
+
+  std::unique_ptr<Snapshot> snapshot_ = snapshot(config_tables(lab_config()), next_hop_tables());
+  ResolutionQueue queue_;
+  WorkerCounters counters_;
+};
+
+TEST_F(FrameProcessorTest, BalancedRequestGoesToABackendOutOfItsKernelRoutesPort) {
+  auto frame = build_frame(request()).bytes;
+  FrameOutcome o = run(frame);
+  ASSERT_EQ(o, FrameOutcome::to(1));
+  packet::ParsedPacket p = parsed(frame);
+  net::IpAddress dst = p.destination_ip();
+  EXPECT_TRUE(dst == ip("10.2.0.2") || dst == ip("10.2.0.3") || dst == ip("10.2.0.4"))
+      << dst.to_string();
+  EXPECT_EQ(p.dst_port, 53);
+  EXPECT_EQ(p.source_ip(), ip("10.1.0.5"));
+  EXPECT_EQ(p.hop_limit, 63);
+  EXPECT_EQ(mac_at(frame, 0), kBackendMac);
+  EXPECT_EQ(mac_at(frame, 6), kPort1Mac);
+  expect_checksums_valid(frame);
+}
+
+TEST_F(FrameProcessorTest, BackendReplyLeavesTowardsTheClientWithTheVipAsSource) {
+  auto frame = build_frame(reply()).bytes;
+  ASSERT_EQ(run(frame, 1), FrameOutcome::to(0));
+  packet::ParsedPacket p = parsed(frame);
+  EXPECT_EQ(p.source_ip(), ip("10.0.0.10"));
+  EXPECT_EQ(p.src_port, 53);
+  EXPECT_EQ(p.destination_ip(), ip("10.1.0.5"));
+  EXPECT_EQ(mac_at(frame, 0), kClientMac);
+  EXPECT_EQ(mac_at(frame, 6), kPort0Mac);
+  expect_checksums_valid(frame);
+}
+
+TEST_F(FrameProcessorTest, ConfiguredRouteUsesTheKernelsGatewayOnTheViaPort) {
+  auto frame = build_frame(routed(64)).bytes;
+  ASSERT_EQ(run(frame), FrameOutcome::to(1));
+  packet::ParsedPacket p = parsed(frame);
+  EXPECT_EQ(p.hop_limit, 63);
+  EXPECT_EQ(p.destination_ip(), ip("10.3.7.9")) << "routing never rewrites addresses";
+  EXPECT_EQ(mac_at(frame, 0), kRouterMac) << "the next hop is the gateway 10.2.0.254";
+  EXPECT_EQ(mac_at(frame, 6), kPort1Mac);
+  expect_checksums_valid(frame);
+}
+
+TEST_F(FrameProcessorTest, ReflectServiceSendsTheFrameBackOutOfItsIngressPort) {
+  auto spec = request();
+  spec.dst = addr("10.0.0.20");
+  spec.dst_port = 7;
+  auto frame = build_frame(spec).bytes;
+  ASSERT_EQ(run(frame, 0), FrameOutcome::to(0));
+  packet::ParsedPacket p = parsed(frame);
+  EXPECT_EQ(p.destination_ip(), ip("10.1.0.5"));
+  EXPECT_EQ(p.source_ip(), ip("10.0.0.20"));
+  EXPECT_EQ(mac_at(frame, 0), kClientMac);
+}
+
+TEST_F(FrameProcessorTest, EachDropHasItsReason) {
+  auto ttl_one = build_frame(routed(1)).bytes;
+  EXPECT_EQ(run(ttl_one), FrameOutcome::dropped(Drop::ttl_expired));
+
+  auto truncated = build_frame(request()).bytes;
+  truncated.resize(30);
+  EXPECT_EQ(run(truncated), FrameOutcome::dropped(Drop::malformed));
+
+  auto bad_ihl = build_frame(request()).bytes;
+  bad_ihl[14] = 0x44;
+  EXPECT_EQ(run(bad_ihl), FrameOutcome::dropped(Drop::malformed));
+
+  auto tcp = request();
+  tcp.protocol = IPPROTO_TCP;
+  auto tcp_frame = build_frame(tcp).bytes;
+  EXPECT_EQ(run(tcp_frame), FrameOutcome::dropped(Drop::unexpected)) << "XDP passes TCP";
+
+  auto fragment = build_frame(request()).bytes;
+  fragment[14 + 6] = 0x20;  // more fragments
+  EXPECT_EQ(run(fragment), FrameOutcome::dropped(Drop::unexpected)) << "XDP passes fragments";
+
+  auto stranger = request();
+  stranger.dst = addr("192.0.2.1");
+  auto stranger_frame = build_frame(stranger).bytes;
+  EXPECT_EQ(run(stranger_frame), FrameOutcome::dropped(Drop::unexpected));
+
+  // The reply's client is not behind any of our ports' kernel routes.
+  auto lost = reply();
+  lost.dst = addr("172.16.0.1");
+  auto lost_frame = build_frame(lost).bytes;
+  EXPECT_EQ(run(lost_frame, 1), FrameOutcome::dropped(Drop::no_route));
+}
+
+TEST_F(FrameProcessorTest, NoBackendUpDropsAsNoBackend) {
+  packet::ServiceTableOptions all_down;
+  all_down.backend_up = [](const config::ServiceConfig&, const net::Endpoint&) { return false; };
+  snapshot_ = snapshot(config_tables(lab_config(), all_down), next_hop_tables());
+  auto frame = build_frame(request()).bytes;
+  EXPECT_EQ(run(frame), FrameOutcome::dropped(Drop::no_backend));
+}
+
+TEST_F(FrameProcessorTest, NeighbourMissDropsAndQueuesTheNextHopOnce) {
+  snapshot_ = snapshot(config_tables(lab_config()), next_hop_tables(false));
+  for (int i = 0; i < 5; ++i) {
+    auto frame = build_frame(routed()).bytes;
+    EXPECT_EQ(run(frame), FrameOutcome::dropped(Drop::neighbour_miss));
+  }
+  auto key = queue_.pop();
+  ASSERT_TRUE(key.has_value());
+  EXPECT_EQ(key->port, 1u);
+  EXPECT_EQ(key->address, addr("10.2.0.254")) << "the gateway is resolved, not the destination";
+  EXPECT_FALSE(queue_.pop().has_value()) << "a pending request is not queued twice";
+  EXPECT_EQ(counters_.resolutions_requested.value(), 1u);
+}
+
+TEST_F(FrameProcessorTest, Ipv6RouteWithoutKernelRouteIsOnLinkOnTheViaPort) {
+  config::Config c = lab_config();
+  c.routes.push_back({prefix("2001:db8:3::/48"), "port1", {.udp = true, .tcp = false}});
+  std::vector<Neighbour> n = {{{1, packet::IpVersion::v6, addr("2001:db8:3::9")}, kBackendMac}};
+  snapshot_ = snapshot(config_tables(c), std::make_shared<const NextHopTables>(
+                                             NextHopTables{KernelRouteTable(), NeighbourTable(n)}));
+  auto spec = routed();
+  spec.version = packet::IpVersion::v6;
+  spec.src = addr("2001:db8:1::5");
+  spec.dst = addr("2001:db8:3::9");
+  auto frame = build_frame(spec).bytes;
+  ASSERT_EQ(run(frame), FrameOutcome::to(1));
+  EXPECT_EQ(parsed(frame).hop_limit, 63);
+  EXPECT_EQ(mac_at(frame, 0), kBackendMac);
+}
+
+}  // namespace
+}  // namespace ferry::fastpath

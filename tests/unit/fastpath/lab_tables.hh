@@ -1,0 +1,141 @@
+// A small gateway for the fast-path unit tests: port 0 faces clients (10.1.0.0/24), port 1 faces
+// backends (10.2.0.0/24) with a gateway 10.2.0.254 for 10.3.0.0/16; one balanced UDP service, one
+// reflect service, one configured route; the kernel's routes and neighbours as plain values.
+#pragma once
+
+#include <netinet/in.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "lib/config/config.hh"
+#include "lib/fastpath/snapshot.hh"
+#include "lib/packet/route_table.hh"
+#include "lib/packet/service_table.hh"
+#include "tests/unit/packet/frame_builder.hh"
+
+namespace ferry::fastpath::test {
+
+using packet::test::addr;
+
+inline const packet::MacAddress kPort0Mac = {0x02, 0xf0, 0, 0, 0, 0x10};
+inline const packet::MacAddress kPort1Mac = {0x02, 0xf0, 0, 0, 0, 0x11};
+inline const packet::MacAddress kClientMac = {0x02, 0xc0, 0, 0, 0, 0x01};
+inline const packet::MacAddress kBackendMac = {0x02, 0xb0, 0, 0, 0, 0x02};
+inline const packet::MacAddress kRouterMac = {0x02, 0xee, 0, 0, 0, 0xfe};
+
+inline net::IpAddress ip(const std::string& text) {
+  return *net::IpAddress::parse(text);
+}
+inline net::Prefix prefix(const std::string& text) {
+  return *net::Prefix::parse(text);
+}
+inline net::Endpoint endpoint(const std::string& text) {
+  return *net::Endpoint::parse(text);
+}
+
+inline config::Config lab_config(std::vector<std::string> backends = {"10.2.0.2:53", "10.2.0.3:53",
+                                                                      "10.2.0.4:53"}) {
+  config::Config c;
+  c.xdp.interfaces = {
+      {"port0", std::nullopt, config::XdpMode::automatic, config::Tristate::automatic},
+      {"port1", std::nullopt, config::XdpMode::automatic, config::Tristate::automatic}};
+  config::ServiceConfig dns;
+  dns.name = "dns";
+  dns.vip = ip("10.0.0.10");
+  dns.port = 53;
+  for (const auto& b : backends) dns.backends.push_back(endpoint(b));
+  c.services.push_back(dns);
+  config::ServiceConfig mirror;
+  mirror.name = "mirror";
+  mirror.vip = ip("10.0.0.20");
+  mirror.port = 7;
+  mirror.mode = config::ServiceMode::reflect;
+  c.services.push_back(mirror);
+  c.routes.push_back({prefix("10.3.0.0/16"), "port1", {.udp = true, .tcp = false}});
+  return c;
+}
+
+inline std::shared_ptr<const ConfigTables> config_tables(const config::Config& c,
+                                                         packet::ServiceTableOptions options = {}) {
+  auto port_of = [](std::string_view name) -> std::optional<std::uint32_t> {
+    if (name == "port0") return 0;
+    if (name == "port1") return 1;
+    return std::nullopt;
+  };
+  return std::make_shared<const ConfigTables>(
+      ConfigTables{packet::build_service_table(c.services, options),
+                   packet::RouteTable::build(c.routes, port_of)});
+}
+
+// The kernel: connected routes on both ports, 10.3.0.0/16 behind 10.2.0.254; the client and the
+// backends known as neighbours unless `with_neighbours` is false.
+inline std::shared_ptr<const NextHopTables> next_hop_tables(bool with_neighbours = true) {
+  std::vector<KernelRoute> routes = {
+      {prefix("10.1.0.0/24"), 0, std::nullopt, 0},
+      {prefix("10.2.0.0/24"), 1, std::nullopt, 0},
+      {prefix("10.3.0.0/16"), 1, ip("10.2.0.254"), 0},
+  };
+  std::vector<Neighbour> neighbours;
+  if (with_neighbours) {
+    neighbours = {
+        {{0, packet::IpVersion::v4, addr("10.1.0.5")}, kClientMac},
+        {{1, packet::IpVersion::v4, addr("10.2.0.2")}, kBackendMac},
+        {{1, packet::IpVersion::v4, addr("10.2.0.3")}, kBackendMac},
+        {{1, packet::IpVersion::v4, addr("10.2.0.4")}, kBackendMac},
+        {{1, packet::IpVersion::v4, addr("10.2.0.254")}, kRouterMac},
+    };
+  }
+  return std::make_shared<const NextHopTables>(
+      NextHopTables{KernelRouteTable(std::move(routes)), NeighbourTable(neighbours)});
+}
+
+inline std::unique_ptr<Snapshot> snapshot(std::shared_ptr<const ConfigTables> config,
+                                          std::shared_ptr<const NextHopTables> next_hops) {
+  auto s = std::make_unique<Snapshot>();
+  s->config = std::move(config);
+  s->next_hops = std::move(next_hops);
+  s->port_macs[0] = kPort0Mac;
+  s->port_macs[1] = kPort1Mac;
+  s->port_count = 2;
+  return s;
+}
+
+// A client request to the balanced service.
+inline packet::test::FrameSpec request(std::uint16_t client_port = 40000) {
+  packet::test::FrameSpec f;
+  f.src = addr("10.1.0.5");
+  f.dst = addr("10.0.0.10");
+  f.src_port = client_port;
+  f.dst_port = 53;
+  f.dst_mac = kPort0Mac;
+  f.src_mac = kClientMac;
+  return f;
+}
+
+// A backend's reply on its way back to the client.
+inline packet::test::FrameSpec reply(const std::string& backend = "10.2.0.3") {
+  packet::test::FrameSpec f;
+  f.src = addr(backend);
+  f.dst = addr("10.1.0.5");
+  f.src_port = 53;
+  f.dst_port = 40000;
+  f.dst_mac = kPort1Mac;
+  f.src_mac = kBackendMac;
+  return f;
+}
+
+// UDP to the configured route's prefix.
+inline packet::test::FrameSpec routed(std::uint8_t ttl = 64) {
+  packet::test::FrameSpec f;
+  f.src = addr("10.1.0.5");
+  f.dst = addr("10.3.7.9");
+  f.dst_port = 9;
+  f.hop_limit = ttl;
+  f.dst_mac = kPort0Mac;
+  f.src_mac = kClientMac;
+  return f;
+}
+
+}  // namespace ferry::fastpath::test

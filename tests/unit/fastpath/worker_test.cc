@@ -1,0 +1,205 @@
+// The worker loop over user-space rings: forwarding between ports on one slab, drops per reason,
+// a full tx ring, a table swap with frames in flight, and frame conservation throughout.
+#include "lib/fastpath/worker.hh"
+
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "lib/packet/parse.hh"
+#include "tests/unit/fastpath/fake_port.hh"
+#include "tests/unit/fastpath/lab_tables.hh"
+
+namespace ferry::fastpath {
+namespace {
+
+using namespace test;
+using packet::test::build_frame;
+
+constexpr std::uint32_t kFrameBytes = 2048;
+constexpr std::uint32_t kSlabFrames = 512;
+constexpr std::uint32_t kFillTarget = 64;
+
+net::IpAddress destination_of(const std::vector<std::uint8_t>& frame) {
+  packet::ParsedPacket p;
+  EXPECT_EQ(packet::parse_frame({frame.data(), frame.size()}, p), packet::ParseError::none);
+  return p.destination_ip();
+}
+
+class WorkerTest : public ::testing::Test {
+ protected:
+  // Ports at slots 0 and 1 unless `slots` says otherwise; `tx_entries` sizes each tx ring.
+  void start(std::vector<std::uint32_t> slots = {0, 1}, std::uint32_t tx_entries = 128) {
+    board_ = std::make_unique<SnapshotBoard>(
+        snapshot(config_tables(lab_config()), next_hop_tables()), 1);
+    std::vector<WorkerPort> ports;
+    for (std::uint32_t slot : slots) {
+      fakes_.push_back(std::make_unique<FakePort>(umem_, kFrameBytes, 128, tx_entries));
+      WorkerPort p;
+      p.slot = slot;
+      p.rings = fakes_.back()->rings();
+      p.fill_target = kFillTarget;
+      ports.push_back(p);
+    }
+    worker_ = std::make_unique<Worker>(options_, xsk::UmemSlab(umem_, kFrameBytes, 0, kSlabFrames),
+                                       std::move(ports), board_->reader(0));
+    worker_->prime();
+  }
+  void receive(std::size_t port, const packet::test::FrameSpec& spec, int count = 1) {
+    for (int i = 0; i < count; ++i) ASSERT_TRUE(fakes_[port]->receive(build_frame(spec).bytes));
+  }
+  std::uint64_t drops(Drop d) const {
+    return worker_->counters().drops[static_cast<std::size_t>(d)].value();
+  }
+  void expect_conserved() {
+    xsk::FrameAccount a = worker_->account();
+    EXPECT_TRUE(a.balanced()) << "free " << a.free_stack << " fill " << a.fill << " rx " << a.rx
+                              << " tx " << a.tx << " completion " << a.completion;
+    EXPECT_EQ(a.slab_frames, kSlabFrames);
+  }
+
+  WorkerOptions options_{.queue = 3};
+  std::vector<std::byte> umem_ = std::vector<std::byte>(kSlabFrames * kFrameBytes);
+  std::vector<std::unique_ptr<FakePort>> fakes_;
+  std::unique_ptr<SnapshotBoard> board_;
+  std::unique_ptr<Worker> worker_;
+};
+
+TEST_F(WorkerTest, PrimeFillsEveryPortToItsTargetBeforeAnyTraffic) {
+  start();
+  xsk::FrameAccount a = worker_->account();
+  EXPECT_EQ(a.fill, 2 * kFillTarget);
+  EXPECT_EQ(a.free_stack, kSlabFrames - 2 * kFillTarget);
+  EXPECT_TRUE(a.balanced());
+}
+
+TEST_F(WorkerTest, ForwardsBetweenPortsWithoutCopyingAndConservesEveryFrame) {
+  start();
+  for (std::uint16_t i = 0; i < 40; ++i) receive(0, request(static_cast<std::uint16_t>(1000 + i)));
+  receive(1, reply(), 7);
+  EXPECT_TRUE(worker_->poll_once());
+  expect_conserved();
+  EXPECT_EQ(worker_->account().tx, 47u) << "submitted, not yet completed";
+
+  auto to_backends = fakes_[1]->transmit();
+  auto to_client = fakes_[0]->transmit();
+  ASSERT_EQ(to_backends.size(), 40u);
+  ASSERT_EQ(to_client.size(), 7u);
+  std::set<std::string> chosen;
+  for (const auto& f : to_backends) chosen.insert(destination_of(f).to_string());
+  EXPECT_EQ(chosen, (std::set<std::string>{"10.2.0.2", "10.2.0.3", "10.2.0.4"}));
+  for (const auto& f : to_client) EXPECT_EQ(destination_of(f), ip("10.1.0.5"));
+
+  EXPECT_TRUE(worker_->poll_once()) << "completions recycled";
+  expect_conserved();
+  xsk::FrameAccount a = worker_->account();
+  EXPECT_EQ(a.tx + a.completion + a.rx, 0u);
+  EXPECT_EQ(a.fill, 2 * kFillTarget) << "both fill sides back at their target";
+  const WorkerCounters& c = worker_->counters();
+  EXPECT_EQ(c.ports[0].rx_packets.value(), 40u);
+  EXPECT_EQ(c.ports[1].rx_packets.value(), 7u);
+  EXPECT_EQ(c.ports[1].tx_packets.value(), 40u);
+  EXPECT_EQ(c.ports[0].tx_packets.value(), 7u);
+  EXPECT_EQ(c.rejected_frames.value(), 0u);
+}
+
+TEST_F(WorkerTest, CountsEachDropReasonAndReturnsTheFramesToTheSlab) {
+  start();
+  receive(0, routed(1));  // ttl_expired
+  auto tcp = request();
+  tcp.protocol = IPPROTO_TCP;
+  receive(0, tcp);  // unexpected
+  auto truncated = build_frame(request()).bytes;
+  truncated.resize(20);
+  ASSERT_TRUE(fakes_[0]->receive(truncated));  // malformed
+  auto nowhere = reply();
+  nowhere.dst = packet::test::addr("172.16.9.9");
+  receive(1, nowhere, 2);  // no_route
+  worker_->poll_once();
+  EXPECT_EQ(drops(Drop::ttl_expired), 1u);
+  EXPECT_EQ(drops(Drop::unexpected), 1u);
+  EXPECT_EQ(drops(Drop::malformed), 1u);
+  EXPECT_EQ(drops(Drop::no_route), 2u);
+  EXPECT_EQ(drops(Drop::tx_ring_full), 0u);
+  expect_conserved();
+  worker_->poll_once();
+  EXPECT_EQ(worker_->account().fill, 2 * kFillTarget) << "dropped frames went back to the fill";
+}
+
+TEST_F(WorkerTest, FullTxRingDropsTheSurplusAsTxRingFull) {
+  start({0, 1}, 8);
+  for (std::uint16_t i = 0; i < 20; ++i) receive(0, request(static_cast<std::uint16_t>(2000 + i)));
+  worker_->poll_once();
+  EXPECT_EQ(worker_->counters().ports[1].tx_packets.value(), 8u);
+  EXPECT_EQ(drops(Drop::tx_ring_full), 12u);
+  expect_conserved();
+  EXPECT_EQ(fakes_[1]->transmit().size(), 8u);
+  worker_->poll_once();
+  expect_conserved();
+}
+
+TEST_F(WorkerTest, EgressWithoutASocketOnThisQueueIsNoTxQueue) {
+  start({0});  // the backend-facing interface has no socket on this worker's queue
+  receive(0, request(), 3);
+  worker_->poll_once();
+  EXPECT_EQ(drops(Drop::no_tx_queue), 3u);
+  expect_conserved();
+}
+
+TEST_F(WorkerTest, TableSwapLeavesFramesInFlightAloneAndFreesTheOldTablesOnceSeen) {
+  start();
+  for (std::uint16_t i = 0; i < 30; ++i) receive(0, request(static_cast<std::uint16_t>(3000 + i)));
+  worker_->poll_once();  // 30 frames now sit in port 1's tx ring, rewritten with the old tables
+  for (std::uint16_t i = 0; i < 30; ++i) receive(0, request(static_cast<std::uint16_t>(4000 + i)));
+
+  board_->publish(snapshot(config_tables(lab_config({"10.2.0.2:53"})), next_hop_tables()));
+  EXPECT_EQ(board_->retired(), 1u) << "the worker has not moved yet";
+  worker_->poll_once();
+  EXPECT_EQ(board_->reclaim(), 0u) << "freed once the worker moved past it";
+  EXPECT_EQ(worker_->counters().snapshot_swaps.value(), 2u);
+
+  auto sent = fakes_[1]->transmit();
+  ASSERT_EQ(sent.size(), 60u) << "no frame in flight was lost to the swap";
+  std::set<std::string> before, after;
+  for (std::size_t i = 0; i < 30; ++i) before.insert(destination_of(sent[i]).to_string());
+  for (std::size_t i = 30; i < 60; ++i) after.insert(destination_of(sent[i]).to_string());
+  EXPECT_EQ(before.size(), 3u) << "frames sent before the swap keep their backends";
+  EXPECT_EQ(after, std::set<std::string>{"10.2.0.2"}) << "frames after it use the new table";
+  worker_->poll_once();
+  expect_conserved();
+}
+
+TEST_F(WorkerTest, CompletionsRefillTheirOwnFillRingAndTheSurplusServesTheOtherPort) {
+  start();
+  // One-way traffic: port 0 only receives, port 1 only transmits. Port 1's completions exceed
+  // its fill ring's need, so they go to the free stack, from which port 0 is refilled.
+  for (int round = 0; round < 20; ++round) {
+    for (std::uint16_t i = 0; i < 50; ++i) {
+      receive(0, request(static_cast<std::uint16_t>(5000 + round * 50 + i)));
+    }
+    worker_->poll_once();
+    fakes_[1]->transmit();
+    worker_->poll_once();
+    expect_conserved();
+  }
+  EXPECT_EQ(worker_->counters().ports[1].tx_packets.value(), 1000u);
+  EXPECT_EQ(worker_->account().fill, 2 * kFillTarget);
+  EXPECT_EQ(worker_->counters().slab_empty.value(), 0u);
+}
+
+TEST_F(WorkerTest, RunBeatsWhileIdleAndStopsOnRequest) {
+  options_.idle_spin_turns = 4;
+  options_.sleep_timeout_ms = 2;
+  start();
+  std::atomic<bool> stop{false};
+  std::atomic<int> beats{0};
+  std::thread t([&] { worker_->run(stop, -1, [&] { beats.fetch_add(1); }); });
+  while (beats.load() < 3) std::this_thread::yield();  // idle: the beats come from poll timeouts
+  stop.store(true);
+  t.join();
+  EXPECT_GE(worker_->counters().sleeps.value(), 1u);
+  EXPECT_EQ(board_->seen(0), std::numeric_limits<std::uint64_t>::max()) << "reader parked";
+}
+
+}  // namespace
+}  // namespace ferry::fastpath
