@@ -232,9 +232,15 @@ void FastpathPlane::start_workers() {
           log::warning("fast path: pinning {} to CPU {}: {}", t.name, t.cpu, std::strerror(err));
         }
       }
-      std::function<void()> beat = [] {};
-      if (hooks_.enroll_heartbeat) beat = hooks_.enroll_heartbeat(t.name);
-      t.worker->run(stop_, wake_fd_.get(), beat);
+      try {
+        std::function<void()> beat = [] {};
+        if (hooks_.enroll_heartbeat) beat = hooks_.enroll_heartbeat(t.name);
+        t.worker->run(stop_, wake_fd_.get(), beat);
+      } catch (const std::exception& e) {
+        // Its heartbeat (if any) stops, so the watchdog and `ferryctl workers` show it.
+        log::error("fast path: worker {} stopped: {}", t.name, e.what());
+        t.worker->park();
+      }
     });
   }
 }

@@ -57,6 +57,10 @@ class Worker {
   // idle; calls `beat` at least every 100 ms, busy or idle. Parks its snapshot reader on exit.
   void run(const std::atomic<bool>& stop, int wake_fd, const std::function<void()>& beat);
 
+  // For a worker thread that ends without run() returning normally: never hold snapshot
+  // reclamation back.
+  void park() noexcept { reader_.park(); }
+
   // Where the slab's frames are, computed now: call from the worker's thread, or when stopped.
   xsk::FrameAccount account() const;
   // The account as last published by the worker (any thread).
