@@ -85,7 +85,12 @@ json Daemon::State::reload(const std::string& reason) {
     }
     throw control::CommandError("rejected", e.what());
   }
+  // TCP services: a listener that cannot be bound is reported, the rest of the reload stands.
+  tcp::TcpApplyResult tcp_result = tcp->apply(next);
+  for (const auto& err : tcp_result.errors) log::error("reload: {}", err);
   auto pending = restart_required(*config, next);
+  pending.insert(pending.end(), tcp_result.restart_required.begin(),
+                 tcp_result.restart_required.end());
   for (const auto& key : pending) {
     log::warning("reload: {} changed; the new value takes effect after a restart", key);
   }
@@ -99,7 +104,10 @@ json Daemon::State::reload(const std::string& reason) {
   ++reloads;
   last_reload_error.reset();
   log::notice("reloaded {}: {}", config_path, summary());
-  return {{"reloaded", true}, {"config_path", config_path}, {"restart_required", pending}};
+  return {{"reloaded", true},
+          {"config_path", config_path},
+          {"restart_required", pending},
+          {"tcp", tcp_result.to_json()}};
 }
 
 void Daemon::State::register_commands() {
@@ -137,6 +145,7 @@ void Daemon::State::register_commands() {
                                               : json()},
                      {"xdp", xdp_status()},
                      {"services", config->services.size()},
+                     {"tcp", tcp ? tcp->status() : json()},
                      {"routes", config->routes.size()},
                      {"workers", {{"total", beats.size()}, {"alive", alive}}},
                  };
@@ -183,12 +192,21 @@ void Daemon::State::register_commands() {
                [this](const json&, const control::Peer&) {
                  json out = json::array();
                  json details = fastpath ? fastpath->worker_details() : json::object();
+                 json tcp_details = json::object();
+                 for (const auto& w : tcp->workers()) {
+                   json counters = w;
+                   counters.erase("worker");
+                   tcp_details[w.value("worker", "")] = std::move(counters);
+                 }
                  for (const auto& b : heartbeats.inspect(kStaleAfter)) {
                    json row = {{"name", b.name},
                                {"kind", b.kind},
                                {"alive", b.alive},
                                {"heartbeat_age_ms", b.age.count()}};
                    if (b.kind == "xdp" && details.contains(b.name)) row.update(details[b.name]);
+                   if (b.kind == "tcp" && tcp_details.contains(b.name)) {
+                     row.update(tcp_details[b.name]);
+                   }
                    out.push_back(std::move(row));
                  }
                  return json{{"workers", std::move(out)}};

@@ -85,9 +85,15 @@ int Daemon::run() {
     }
     s.xdp = std::make_unique<xdp::XdpPlane>(s.registry);
     s.apply_data_plane(*s.config);
+    s.tcp = std::make_unique<tcp::TcpPlane>(s.registry, [&s](const std::string& worker) {
+      std::shared_ptr<Heartbeat> beat = s.heartbeats.enroll(worker, "tcp");
+      return std::function<void()>([beat] { beat->beat(); });
+    });
+    s.tcp->start(*s.config);
   } catch (const std::exception& e) {
     log::error("{}", e.what());
     log::error("ferryd could not start; everything set up so far is being released");
+    s.tcp.reset();
     s.fastpath.reset();
     s.xdp.reset();
     s.metrics_http.reset();
@@ -158,6 +164,7 @@ int Daemon::run() {
   });
   s.control_thread.join();
   s.control_heartbeat.reset();
+  s.tcp.reset();       // listeners, then connections, then the io_uring workers
   s.fastpath.reset();  // workers joined, XSKMAP emptied, sockets and UMEM gone
   s.xdp.reset();       // then the program is detached and unloaded
   s.metrics_http.reset();

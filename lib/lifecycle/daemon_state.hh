@@ -14,6 +14,7 @@
 
 #include "lib/config/config.hh"
 #include "lib/fastpath/fastpath_plane.hh"
+#include "lib/tcp/tcp_plane.hh"
 #include "lib/control/commands.hh"
 #include "lib/control/server.hh"
 #include "lib/lifecycle/daemon.hh"
@@ -63,6 +64,7 @@ struct Daemon::State {
   std::unique_ptr<metrics::MetricsHttpServer> metrics_http;
   std::unique_ptr<xdp::XdpPlane> xdp;
   std::unique_ptr<fastpath::FastpathPlane> fastpath;  // uses xdp's maps: goes first
+  std::unique_ptr<tcp::TcpPlane> tcp;  // io_uring workers and TCP services; started last
 
   // The control thread: runs `io` and beats its heartbeat from a timer on the same loop, so a
   // wedged handler stops the beat and the watchdog notices.
