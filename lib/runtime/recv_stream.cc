@@ -164,3 +164,26 @@ void RecvStream::CloseAwaiter::on_home(HomeRequest* self, Worker& home) {
 }
 
 }  // namespace ferry::runtime
+
+namespace ferry::runtime {
+
+bool RecvStream::ReleaseAwaiter::await_ready() {
+  if (current_worker() != &stream_.home_) return false;
+  for (RecvBatch& b : batches_) stream_.give_back(b);
+  return true;
+}
+
+void RecvStream::ReleaseAwaiter::await_suspend(std::coroutine_handle<Task::promise_type> handle) {
+  task_ = header_of(handle);
+  Worker* here = current_worker();
+  here->counters().home_requests.add();
+  here->defer_post(stream_.home_, this);
+}
+
+void RecvStream::ReleaseAwaiter::on_home(HomeRequest* self, Worker& home) {
+  auto* awaiter = static_cast<ReleaseAwaiter*>(self);
+  for (RecvBatch& b : awaiter->batches_) awaiter->stream_.give_back(b);
+  home.io_ready(awaiter->task_);
+}
+
+}  // namespace ferry::runtime

@@ -7,6 +7,7 @@
 #include <sys/uio.h>
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "lib/metrics/registry.hh"
@@ -51,6 +52,7 @@ class RecvStream : private Completion {
 
   class NextAwaiter;
   class CloseAwaiter;
+  class ReleaseAwaiter;
   // co_await: gives back the spans `batch` holds, then waits for received bytes. True with
   // data in `batch`; false once the stream ended (batch.end says how). The first call starts the
   // recv.
@@ -58,6 +60,9 @@ class RecvStream : private Completion {
   // co_await: gives back `batch` and anything queued, stops receiving and returns once no
   // completion can arrive for this socket any more. The caller closes the fd afterwards.
   CloseAwaiter close(RecvBatch& batch);
+  // co_await: gives back the spans of every batch in `batches` now, without waiting for data;
+  // for consumers that collect several batches (a whole message) before they are done with them.
+  ReleaseAwaiter release(std::span<RecvBatch> batches);
 
  private:
   friend class Worker;
@@ -118,6 +123,24 @@ class RecvStream::CloseAwaiter : private HomeRequest {
   TaskHeader* task_ = nullptr;
 };
 
+class RecvStream::ReleaseAwaiter : private HomeRequest {
+ public:
+  ReleaseAwaiter(RecvStream& stream, std::span<RecvBatch> batches)
+      : HomeRequest(&ReleaseAwaiter::on_home), stream_(stream), batches_(batches) {}
+  bool await_ready();
+  void await_suspend(std::coroutine_handle<Task::promise_type> handle);
+  void await_resume() const noexcept {}
+
+ private:
+  static void on_home(HomeRequest* self, Worker& home);
+  RecvStream& stream_;
+  std::span<RecvBatch> batches_;
+  TaskHeader* task_ = nullptr;
+};
+
+inline RecvStream::ReleaseAwaiter RecvStream::release(std::span<RecvBatch> batches) {
+  return {*this, batches};
+}
 inline RecvStream::NextAwaiter RecvStream::next(RecvBatch& batch) {
   return {*this, batch};
 }

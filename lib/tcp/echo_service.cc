@@ -202,7 +202,11 @@ bool EchoService::close_listeners(runtime::Runtime& runtime, std::chrono::millis
 
 void EchoService::shutdown_connections(runtime::Runtime& runtime) {
   for (std::uint32_t w = 0; w < workers_; ++w) {
-    runtime.post(w, [this](runtime::Worker& worker) { worker.shutdown_streams(this); });
+    // The owner tag is this object's address: keep it alive (and unique) until every worker
+    // has looked.
+    runtime.post(w, [self = shared_from_this()](runtime::Worker& worker) {
+      worker.shutdown_streams(self.get());
+    });
   }
 }
 

@@ -52,7 +52,8 @@ struct ConnectionStats {
 runtime::Task fetch(runtime::Worker& home, int fd, std::uint64_t response_bytes,
                     std::uint64_t rounds, ConnectionStats& stats, std::atomic<int>& left) {
   runtime::RecvStream stream(home, fd);
-  runtime::RecvBatch batch;
+  std::vector<runtime::RecvBatch> parts(4);  // the batches of the response being received
+  std::vector<iovec> response;               // their spans, in order
   std::vector<iovec> cursor;
   std::vector<std::byte> scratch(response_bytes);
   std::byte request[1] = {std::byte{'q'}};
@@ -63,22 +64,31 @@ runtime::Task fetch(runtime::Worker& home, int fd, std::uint64_t response_bytes,
       break;
     }
     std::uint64_t got = 0;
+    std::size_t used = 0;
     while (got < response_bytes) {
-      if (!co_await stream.next(batch)) {
+      if (used == parts.size()) parts.emplace_back();
+      // parts[used] holds nothing (given back below), so next() gives nothing back here: the
+      // whole response stays in the buffers until it is complete.
+      if (!co_await stream.next(parts[used])) {
         stats.failed = true;
         break;
       }
-      got += batch.bytes;
-      // A consumer that wants a response in at most two runs (the ring wrap) stitches the rest.
-      if (uring::contiguous_runs(batch.spans) > 2) {
-        uring::contiguous(batch.spans, scratch, stats.stitched);
-      }
+      got += parts[used].bytes;
+      ++used;
     }
+    // A consumer that needs the response in one piece (a parser) uses it in place when it is
+    // at most two runs (two: the ring wrap) and stitches it otherwise.
+    response.clear();
+    for (std::size_t i = 0; i < used; ++i) {
+      response.insert(response.end(), parts[i].spans.begin(), parts[i].spans.end());
+    }
+    if (uring::contiguous_runs(response) > 2) uring::contiguous(response, scratch, stats.stitched);
+    co_await stream.release(std::span<runtime::RecvBatch>(parts.data(), used));
     if (got > response_bytes) stats.failed = true;  // one request, one response: never more
     stats.bytes += got;
     ++stats.responses;
   }
-  co_await stream.close(batch);
+  co_await stream.close(parts[0]);
   left.fetch_sub(1);
 }
 

@@ -6,7 +6,8 @@
 #
 #   tests/bench/echo/run_large.sh [BUILD_DIR]   (default: build-bench, configured with -Dbench=true)
 #
-# Environment: TOTAL_MIB=4096 (per row) CONNECTIONS="64 256" RESPONSE_BYTES=65536 WORKERS=2.
+# Environment: TOTAL_MIB=4096 (per run) CONNECTIONS="64 256" RESPONSE_BYTES=65536 WORKERS=2
+# REPEAT=3 (each row is the median of).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../../.." && pwd)
@@ -18,4 +19,5 @@ ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 exec python3 "$here/bench.py" large --bin "$build/tests/bench/echo" \
   --out "${OUT:-$root/tests/bench/results/large.md}" \
   --total-mib "${TOTAL_MIB:-4096}" --large-connections "${CONNECTIONS:-64 256}" \
-  --response-bytes "${RESPONSE_BYTES:-65536}" --large-workers "${WORKERS:-2}"
+  --response-bytes "${RESPONSE_BYTES:-65536}" --large-workers "${WORKERS:-2}" \
+  --repeat "${REPEAT:-3}"

@@ -175,6 +175,65 @@ TEST(RecvStream, ShutdownStreamsEndsTheirTasks) {
   EXPECT_EQ(runtime.worker(0).streams(), 1u);
 }
 
+struct Collected {
+  std::uint64_t bytes = 0;
+  bool released = false;
+  bool finished = false;
+};
+
+// Keeps two batches (a message in two pieces), then gives both back at once.
+Task collect_two(Worker& home, int fd, Collected& out) {
+  RecvStream stream(home, fd);
+  RecvBatch parts[2];
+  for (RecvBatch& part : parts) {
+    if (!co_await stream.next(part)) co_return;
+    out.bytes += part.bytes;
+  }
+  co_await stream.release(parts);
+  out.released = parts[0].spans.empty() && parts[1].spans.empty();
+  co_await stream.close(parts[0]);
+  out.finished = true;
+}
+
+TEST(RecvStream, ReleaseGivesCollectedBatchesBack) {
+  Runtime runtime(with_buffers(2, /*step_mode=*/true));
+  runtime.start();
+  testing::TcpPair pair = testing::tcp_pair();
+  Collected got;
+  // Run by worker 1, homed on worker 0: the release is a home request too.
+  runtime.spawn_on(1, collect_two(runtime.worker(0), pair.server.get(), got));
+  // Larger than a buffer: at least one buffer is used up and held, incremental ring or not.
+  std::vector<std::byte> piece(10000, std::byte{1});
+  // Worker 0 only polls (reaps, serves its mailbox), never runs a task: every resumption lands
+  // in its inbox and worker 1 steals it, so every stream operation is a home request. A single
+  // ready task does not wake a sleeper (its worker would run it next), so a spawn from outside
+  // nudges worker 1 awake each round.
+  auto nudge = []() -> Task { co_return; };
+  auto step_both = [&] {
+    for (int i = 0; i < 20; ++i) {
+      runtime.poll(0);
+      runtime.spawn(nudge());
+      runtime.step(1);
+      runtime.step(1);
+    }
+  };
+  step_both();
+  testing::write_all(pair.client.get(), piece);
+  step_both();
+  EXPECT_EQ(got.bytes, piece.size());
+  EXPECT_GE(runtime.worker(0).buffers().held_buffers(), 2u);  // the first piece is kept
+  testing::write_all(pair.client.get(), piece);
+  step_both();
+  EXPECT_EQ(got.bytes, 2 * piece.size());
+  EXPECT_TRUE(got.released);
+  ::shutdown(pair.client.get(), SHUT_WR);
+  step_both();
+  EXPECT_TRUE(got.finished);
+  EXPECT_EQ(runtime.worker(0).buffers().held_buffers(), 0u);
+  EXPECT_EQ(runtime.counters(1).home_requests.value(), 4u);  // next, next, release, close
+  EXPECT_EQ(runtime.counters(0).tasks_run.value(), 0u);
+}
+
 // Many connections over real threads; the tasks get stolen, so receives hop home and sends run
 // wherever the task is.
 TEST(RecvStream, ThreadedEchoOfManyConnectionsIsByteExact) {
