@@ -14,6 +14,7 @@
 
 #include "lib/config/config.hh"
 #include "lib/fastpath/fastpath_plane.hh"
+#include "lib/health/health_board.hh"
 #include "lib/tcp/tcp_plane.hh"
 #include "lib/control/commands.hh"
 #include "lib/control/server.hh"
@@ -62,6 +63,9 @@ struct Daemon::State {
   metrics::Registry::Handle daemon_metrics;
   std::unique_ptr<control::ControlServer> control;
   std::unique_ptr<metrics::MetricsHttpServer> metrics_http;
+  // Backend up/down flags: written by the health checker, read by the fast path and the proxy,
+  // so it outlives both.
+  health::HealthBoard health;
   std::unique_ptr<xdp::XdpPlane> xdp;
   std::unique_ptr<fastpath::FastpathPlane> fastpath;  // uses xdp's maps: goes first
   std::unique_ptr<tcp::TcpPlane> tcp;  // io_uring workers and TCP services; started last
