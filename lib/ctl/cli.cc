@@ -9,6 +9,7 @@
 
 #include "lib/ctl/client.hh"
 #include "lib/ctl/error.hh"
+#include "lib/ctl/prefixes.hh"
 
 namespace ferry::ctl {
 namespace {
@@ -118,12 +119,14 @@ Invocation parse_command_line(const std::vector<std::string>& args, const char* 
   if (!command) throw usage_error("no command given");
   inv.command = *command;
   const bool takes_prefix = inv.command == Command::stats || inv.command == Command::watch;
-  if (positional.size() > (takes_prefix ? 1u : 0u)) {
-    throw usage_error(fmt::format("{} takes {}, got '{}'", wire_command(inv.command),
-                                  takes_prefix ? "at most one PREFIX" : "no arguments",
+  if (!takes_prefix && !positional.empty()) {
+    throw usage_error(fmt::format("{} takes no arguments, got '{}'", wire_command(inv.command),
                                   positional.back()));
   }
-  if (!positional.empty()) inv.prefix = positional.front();
+  if (takes_prefix) {
+    inv.prefixes = positional;
+    inv.prefix = common_prefix(positional);
+  }
   if ((interval_given || count_given) && inv.command != Command::watch) {
     throw usage_error(
         fmt::format("{} only applies to watch", interval_given ? "--interval-ms" : "--count"));
@@ -138,12 +141,12 @@ Talks to ferryd over its control socket and prints the answer as aligned text.
 
 Commands:
   status               daemon state, uptime, config, control and XDP interfaces
-  stats [PREFIX]       every metric (or those whose name starts with PREFIX)
+  stats [PREFIX...]    every metric (or those whose name starts with a PREFIX)
   services             configured services and the state of their backends
   workers              worker threads, liveness and heartbeat age
   config               the running configuration
   reload               re-read the config file (ferryd keeps the old one if it is invalid)
-  watch [PREFIX]       stats every interval, with per-second rates of counters
+  watch [PREFIX...]    stats every interval, with per-second rates of counters
   help                 the commands ferryd itself offers
 
 Options (before or after the command):

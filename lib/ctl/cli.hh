@@ -25,10 +25,11 @@ struct Invocation {
   Command command = Command::usage;
   std::string socket_path;  // --socket, else $FERRY_SOCKET, else kDefaultSocketPath
   bool json = false;
-  int timeout_ms = 5000;   // 0 = wait forever
-  std::string prefix;      // stats and watch: only metrics whose name starts with it
-  int interval_ms = 1000;  // watch
-  int count = 0;           // watch: snapshots to show, 0 = until Ctrl-C
+  int timeout_ms = 5000;  // 0 = wait forever
+  std::string prefix;     // stats and watch: sent to ferryd, the common start of `prefixes`
+  std::vector<std::string> prefixes;  // stats and watch: every PREFIX argument
+  int interval_ms = 1000;             // watch
+  int count = 0;                      // watch: snapshots to show, 0 = until Ctrl-C
 };
 
 // `args` excludes argv[0]. Options may come before or after the command, as "--opt value" or

@@ -6,6 +6,7 @@
 
 #include "lib/ctl/client.hh"
 #include "lib/ctl/error.hh"
+#include "lib/ctl/prefixes.hh"
 #include "lib/ctl/render.hh"
 #include "lib/ctl/watch.hh"
 
@@ -59,6 +60,7 @@ int run_or_throw(const Invocation& inv, Terminal& term) {
   if (inv.command == Command::watch) {
     WatchOptions options;
     options.prefix = inv.prefix;
+    options.prefixes = inv.prefixes;
     options.interval_ms = inv.interval_ms;
     options.count = inv.count;
     options.clear_screen = term.out_is_tty && !inv.json;
@@ -76,6 +78,7 @@ int run_or_throw(const Invocation& inv, Terminal& term) {
     return response.ok ? 0 : static_cast<int>(daemon_error_exit_code(response.error_code));
   }
   if (!response.ok) return report_daemon_error(inv.command, response, term.err);
+  if (inv.command == Command::stats) response.result = keep_prefixes(response.result, inv.prefixes);
   term.out << render_result(inv.command, response.result);
   return 0;
 }

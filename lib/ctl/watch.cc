@@ -10,6 +10,7 @@
 #include <ctime>
 #include <map>
 
+#include "lib/ctl/prefixes.hh"
 #include "lib/ctl/units.hh"
 
 namespace ferry::ctl {
@@ -134,12 +135,15 @@ void run_watch(Client& client, const WatchOptions& options, std::ostream& out) {
 
     if (options.json) {
       Response stats = client.call("stats", args);
+      if (stats.ok && options.prefixes.size() > 1) {
+        stats.raw["result"] = keep_prefixes(stats.raw["result"], options.prefixes);
+      }
       out << stats.raw.dump() << "\n" << std::flush;
       expect_ok(stats);
       continue;
     }
     json status = expect_ok(client.call("status"));
-    json stats = expect_ok(client.call("stats", args));
+    json stats = keep_prefixes(expect_ok(client.call("stats", args)), options.prefixes);
     Clock::time_point at = Clock::now();
 
     std::optional<SeriesRates> rates;

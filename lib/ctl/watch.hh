@@ -8,6 +8,7 @@
 #include <ostream>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "lib/ctl/client.hh"
 #include "lib/ctl/render.hh"
@@ -37,7 +38,8 @@ std::string render_watch_frame(std::string_view clock, const nlohmann::json& sta
                                const nlohmann::json& stats, const SeriesRates* rates);
 
 struct WatchOptions {
-  std::string prefix;  // sent as {"prefix": ...} when not empty
+  std::string prefix;                 // sent as {"prefix": ...} when not empty
+  std::vector<std::string> prefixes;  // with two or more, only families matching one are shown
   int interval_ms = 1000;
   int count = 0;              // snapshots to show; 0 = until stop_requested()
   bool clear_screen = false;  // stdout is a terminal: redraw in place
