@@ -1,0 +1,604 @@
+#!/usr/bin/env python3
+"""Drives the TCP proxy benchmark (called by run.sh): ferryd, HAProxy and nginx stream between the
+same proxy-load client and the same proxy-backend, each proxy with the same worker count, side by
+side in one run. Writes a Markdown report (tests/bench/results/proxy.md by default).
+
+Per worker count W and pass, every proxy gets a fresh instance and serves, in order:
+  64 KiB responses at 64 and at 256 connections, 64 B request/response at 256 connections;
+after the passes, a fresh instance of each holds N idle proxied connections for the RSS/PSS figures.
+The proxy's CPU time is utime+stime of all its processes (/proc/PID/stat), before and after each
+load; its memory is VmRSS (/proc/PID/status) and Pss (/proc/PID/smaps_rollup) summed the same way.
+"""
+import argparse
+import json
+import os
+import platform
+import re
+import resource
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.abspath(os.path.join(HERE, "..", "..", ".."))
+sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
+from harness import Notifications  # noqa: E402  (the sd_notify end ferryd reports READY=1 to)
+
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+GIB = 1 << 30
+
+
+# ---------------------------------------------------------------------------------------------
+# /proc readings over a process tree
+
+
+def process_tree(root_pid):
+    """root_pid and all its descendants (nginx: master and workers)."""
+    children = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        ppid = int(stat[stat.rindex(")") + 2:].split()[1])
+        children.setdefault(ppid, []).append(int(entry))
+    tree, todo = [], [root_pid]
+    while todo:
+        pid = todo.pop()
+        tree.append(pid)
+        todo.extend(children.get(pid, []))
+    return tree
+
+
+def cpu_seconds(pids):
+    total = 0
+    for pid in pids:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        total += int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15)
+    return total / CLK_TCK
+
+
+def status_kib(pid, key):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith(key + ":"):
+                return int(line.split()[1])
+    return 0
+
+
+def pss_kib(pid):
+    with open(f"/proc/{pid}/smaps_rollup") as f:
+        for line in f:
+            if line.startswith("Pss:"):
+                return int(line.split()[1])
+    return 0
+
+
+def memory_kib(pids):
+    return (sum(status_kib(p, "VmRSS") for p in pids), sum(pss_kib(p) for p in pids))
+
+
+def open_fds(pids):
+    return sum(len(os.listdir(f"/proc/{p}/fd")) for p in pids)
+
+
+def machine_busy():
+    """(busy, total) jiffies of the whole machine, to show how loaded it was during a load."""
+    with open("/proc/stat") as f:
+        values = [int(v) for v in f.readline().split()[1:]]
+    idle = values[3] + values[4]
+    return sum(values) - idle, sum(values)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+# ---------------------------------------------------------------------------------------------
+# The proxies
+
+
+def fill(template, values):
+    with open(os.path.join(HERE, template)) as f:
+        text = f.read()
+    for key, value in values.items():
+        text = text.replace(f"@{key}@", str(value))
+    left = re.findall(r"@[A-Z_]+@", text)
+    if left:
+        raise SystemExit(f"{template}: placeholders left unfilled: {sorted(set(left))}")
+    return text
+
+
+class Proxy:
+    """One running proxy instance: start() returns the port clients connect to."""
+
+    name = ""
+
+    def __init__(self, workdir, workers, backend_port, maxconn, nofile):
+        self.workdir = workdir
+        self.workers = workers
+        self.backend_port = backend_port
+        self.maxconn = maxconn
+        self.nofile = nofile
+        self.proc = None
+        self.port = None
+        self.log_path = os.path.join(workdir, f"{self.name}.log")
+
+    def values(self):
+        return {"WORKERS": self.workers, "LISTEN_PORT": self.port, "BACKEND_PORT": self.backend_port,
+                "MAXCONN": self.maxconn, "NOFILE": self.nofile,
+                "WORKER_CONNECTIONS": self.nofile - 32,
+                "PIDFILE": os.path.join(self.workdir, f"{self.name}.pid"),
+                "ERROR_LOG": self.log_path,
+                "CONTROL_SOCKET": os.path.join(self.workdir, "ferryd.sock")}
+
+    def write(self, template, name):
+        path = os.path.join(self.workdir, name)
+        with open(path, "w") as f:
+            f.write(fill(template, self.values()))
+        os.chmod(path, 0o644)
+        return path
+
+    def pids(self):
+        return process_tree(self.proc.pid) if self.proc else []
+
+    def wait_listening(self, timeout=10.0):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"{self.name} exited with {self.proc.returncode}: {self.log()}")
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+                return
+            except OSError:
+                time.sleep(0.05)
+        raise RuntimeError(f"{self.name} does not listen on {self.port} within {timeout}s")
+
+    def log(self):
+        try:
+            with open(self.log_path) as f:
+                return f.read()[-2000:]
+        except OSError:
+            return ""
+
+    def stop(self):
+        if not self.proc:
+            return
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                for pid in reversed(self.pids()):
+                    try:
+                        os.kill(pid, signal.SIGKILL)
+                    except ProcessLookupError:
+                        pass
+                self.proc.wait()
+        self.proc = None
+
+
+class Direct(Proxy):
+    """No proxy: the load talks to the backend itself (the kernel-bound reference)."""
+
+    name = "direct"
+
+    def start(self):
+        self.port = self.backend_port
+        return self.port
+
+    def pids(self):
+        return []
+
+
+class HAProxy(Proxy):
+    name = "haproxy"
+
+    def start(self):
+        self.port = free_port()
+        cfg = self.write("haproxy.cfg.in", "haproxy.cfg")
+        with open(self.log_path, "w") as log:
+            self.proc = subprocess.Popen(["haproxy", "-db", "-f", cfg], stdout=log,
+                                         stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        self.wait_listening()
+        return self.port
+
+
+class Nginx(Proxy):
+    name = "nginx"
+
+    def start(self):
+        self.port = free_port()
+        cfg = self.write("nginx.conf.in", "nginx.conf")
+        with open(os.path.join(self.workdir, "nginx.stdout"), "w") as out:
+            self.proc = subprocess.Popen(["nginx", "-p", self.workdir + "/", "-c", cfg,
+                                          "-e", self.log_path], stdout=out,
+                                         stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        self.wait_listening()
+        deadline = time.monotonic() + 10  # the workers are forked after the listener exists
+        while len(self.pids()) < 1 + self.workers and time.monotonic() < deadline:
+            time.sleep(0.05)
+        return self.port
+
+    def stop(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGQUIT)  # graceful: the master waits for its workers
+            try:
+                self.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                pass
+        super().stop()
+
+
+class Ferry(Proxy):
+    name = "ferry"
+    binary = None
+
+    def start(self):
+        self.port = free_port()
+        cfg = self.write("ferryd.json.in", "ferryd.json")
+        notify_path = os.path.join(self.workdir, "ferryd.notify")
+        if os.path.exists(notify_path):
+            os.unlink(notify_path)
+        self.notify = Notifications(notify_path)
+        env = dict(os.environ, NOTIFY_SOCKET=notify_path)
+        env.pop("JOURNAL_STREAM", None)
+        with open(self.log_path, "w") as log:
+            self.proc = subprocess.Popen([self.binary, "--config", cfg], stdout=log,
+                                         stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                         env=env)
+        deadline = time.monotonic() + 15
+        while True:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"ferryd exited with {self.proc.returncode}: {self.log()}")
+            try:
+                self.notify.wait_for("READY", timeout=0.2)
+                break
+            except AssertionError:
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"ferryd not READY within 15 s: {self.log()}")
+        self.wait_listening()
+        return self.port
+
+    def stop(self):
+        super().stop()
+        if getattr(self, "notify", None):
+            self.notify.close()
+            self.notify = None
+
+
+KINDS = {"direct": Direct, "ferry": Ferry, "haproxy": HAProxy, "nginx": Nginx}
+
+
+# ---------------------------------------------------------------------------------------------
+# Loads
+
+
+def run_load(a, port, connections, request_bytes, response_bytes, pids):
+    """One proxy-load rr run; returns its JSON result plus the CPU seconds of the proxy, the load
+    tool and the whole machine over the run."""
+    cmd = [os.path.join(a.bin, "proxy-load"), "rr", "--port", str(port),
+           "--connections", str(connections), "--request-bytes", str(request_bytes),
+           "--response-bytes", str(response_bytes), "--duration-s", str(a.duration_s),
+           "--threads", str(a.load_threads), "--json"]
+    cpu0 = cpu_seconds(pids)
+    load0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    busy0, total0 = machine_busy()
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=a.duration_s + 120)
+    busy1, total1 = machine_busy()
+    load1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu1 = cpu_seconds(pids)
+    if out.returncode != 0:
+        sys.stderr.write(out.stderr)
+    r = json.loads(out.stdout.strip().splitlines()[-1])
+    r["proxy_cpu_s"] = cpu1 - cpu0
+    r["load_cpu_s"] = (load1.ru_utime + load1.ru_stime) - (load0.ru_utime + load0.ru_stime)
+    r["machine_busy"] = (busy1 - busy0) / max(1, total1 - total0)
+    r["machine_cpu_s"] = (busy1 - busy0) / CLK_TCK
+    proxied = r["requests"] * (request_bytes + response_bytes)
+    r["proxied_gib"] = proxied / GIB
+    r["cpu_s_per_gib"] = r["proxy_cpu_s"] / r["proxied_gib"] if r["proxied_gib"] else 0
+    r["cpu_us_per_request"] = r["proxy_cpu_s"] * 1e6 / max(1, r["requests"])
+    return r
+
+
+def run_idle(a, proxy):
+    """N idle proxied connections on a fresh instance: memory before and while they are held."""
+    pids = proxy.pids()
+    time.sleep(0.5)
+    rss0, pss0 = memory_kib(pids)
+    fds0 = open_fds(pids)
+    cmd = [os.path.join(a.bin, "proxy-load"), "idle", "--port", str(proxy.port),
+           "--connections", str(a.idle_connections), "--json"]
+    load = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        held = json.loads(load.stdout.readline())
+        time.sleep(1.0)  # let the workers finish whatever the last batch left them
+        pids = proxy.pids()
+        rss1, pss1 = memory_kib(pids)
+        fds1 = open_fds(pids)
+    finally:
+        load.stdin.close()
+        load.wait(timeout=60)
+    n = max(1, held["held"])
+    return {"held": held["held"], "open_seconds": held["seconds"], "failures": held["failures"],
+            "rss_before_kib": rss0, "rss_after_kib": rss1, "pss_before_kib": pss0,
+            "pss_after_kib": pss1, "fds_before": fds0, "fds_after": fds1,
+            "rss_bytes_per_conn": (rss1 - rss0) * 1024 / n,
+            "pss_bytes_per_conn": (pss1 - pss0) * 1024 / n}
+
+
+SHAPES = [("64k@64", 64, 65536), ("64k@256", 256, 65536), ("64b@256", 256, 64)]
+
+
+def median(runs, key):
+    return sorted(runs, key=key)[len(runs) // 2]
+
+
+def machine():
+    model = ""
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    return f"{os.cpu_count()} CPUs ({model}), {round(os.sysconf('SC_PHYS_PAGES') * os.sysconf('SC_PAGE_SIZE') / GIB)} GiB, kernel {platform.release()}"
+
+
+def versions(a):
+    out = []
+    for cmd in (["haproxy", "-v"], ["nginx", "-v"]):
+        p = subprocess.run(cmd, capture_output=True, text=True)
+        out.append((p.stdout + p.stderr).splitlines()[0])
+    rev = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True,
+                         text=True).stdout.strip()
+    out.append(f"ferryd from {a.ferryd} (ferry {rev})")
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# The report
+
+
+def ratio(x, y):
+    return f"{x / y:.2f}x" if x and y else "n/a"
+
+
+def report(a, results, idle, unavailable, raw_lines):
+    lines = [
+        "# TCP proxy benchmark",
+        "",
+        f"`tests/bench/proxy/run.sh`, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
+        f"{machine()}.",
+        "",
+        "* " + "\n* ".join(versions(a)),
+        f"* One proxy-backend thread and one proxy-load thread "
+        f"({a.load_threads} client thread(s)) on the same two cores as the proxy, all over "
+        "loopback (127.0.0.1). Each proxy gets the same worker count W (ferry `tcp.workers`, "
+        "HAProxy `nbthread`, nginx `worker_processes`) and a fresh instance per pass; configs: "
+        "`tests/bench/proxy/{ferryd.json,haproxy.cfg,nginx.conf}.in`.",
+        f"* Each load runs {a.duration_s:g} s with one request in flight per connection; a row "
+        f"is the median of {a.repeat} passes (by GiB per proxy CPU second for 64 KiB, by "
+        "requests/s for 64 B); the passes are interleaved over all proxies so load from other "
+        "processes on this shared machine spreads over every row. `direct` is proxy-load "
+        "against proxy-backend with no proxy between them.",
+        "* **Proxy CPU** is utime+stime of all the proxy's processes (/proc/PID/stat) over the "
+        "load; loopback TCP work done in the proxy's syscalls (including the receive path that "
+        "the sender's softirq runs) counts as the proxy's. **GiB proxied** counts request and "
+        "response bytes of completed requests. **machine busy** is the share of both CPUs not "
+        "idle (from /proc/stat): near 100% means every figure here is bounded by the two cores "
+        "the client, the backend and the proxy share, so requests/s and Gbps compare the "
+        "proxies' cost, not their ceiling.",
+        "",
+    ]
+    if unavailable:
+        for name, why in unavailable.items():
+            lines.append(f"**{name} not measured:** {why}")
+        lines.append("")
+    for w in a.workers:
+        per = results[w]
+        lines += [f"## W = {w}", "",
+                  "### 64 KiB responses (64 B requests)", "",
+                  "| proxy | conns | Gbps | requests/s | p99 ms | proxy CPU s | CPU s per GiB "
+                  "| GiB per CPU s | machine busy |",
+                  "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+        for shape, conns, resp in SHAPES[:2]:
+            for name in a.proxies:
+                runs = per.get((name, shape))
+                if not runs:
+                    continue
+                r = median(runs, key=lambda x: x["proxied_gib"] / max(1e-9, x["proxy_cpu_s"]))
+                per_cpu = r["proxied_gib"] / r["proxy_cpu_s"] if r["proxy_cpu_s"] else 0
+                cpu = f"{r['proxy_cpu_s']:.2f}" if name != "direct" else "-"
+                lines.append(
+                    f"| {name} | {conns} | {r['gbps']:.2f} | {r['requests_per_s']:.0f} | "
+                    f"{r['p99_us'] / 1000:.2f} | {cpu} | "
+                    f"{r['cpu_s_per_gib']:.3f} | {per_cpu:.2f} | {r['machine_busy']:.0%} |"
+                    if name != "direct" else
+                    f"| {name} | {conns} | {r['gbps']:.2f} | {r['requests_per_s']:.0f} | "
+                    f"{r['p99_us'] / 1000:.2f} | - | - | - | {r['machine_busy']:.0%} |")
+        lines += ["", "### 64 B request/response, 256 connections", "",
+                  "| proxy | requests/s | p50 us | p99 us | proxy CPU us per request | machine busy |",
+                  "|---|---:|---:|---:|---:|---:|"]
+        for name in a.proxies:
+            runs = per.get((name, "64b@256"))
+            if not runs:
+                continue
+            r = median(runs, key=lambda x: x["requests_per_s"])
+            cpu = f"{r['cpu_us_per_request']:.2f}" if name != "direct" else "-"
+            lines.append(f"| {name} | {r['requests_per_s']:.0f} | {r['p50_us']:.0f} | "
+                         f"{r['p99_us']:.0f} | {cpu} | {r['machine_busy']:.0%} |")
+        if a.idle_connections and idle.get(w):
+            lines += ["", f"### {a.idle_connections} idle proxied connections", "",
+                      "Each connection made one 64 B round trip through the proxy (so the proxy "
+                      "holds the client side and the backend side) and then stays open; memory "
+                      "is summed over the proxy's processes, before the connections were opened "
+                      "and while they are held.", "",
+                      "| proxy | held | RSS before MiB | RSS held MiB | RSS bytes per conn "
+                      "| PSS bytes per conn | fds held |",
+                      "|---|---:|---:|---:|---:|---:|---:|"]
+            for name in a.proxies:
+                r = idle[w].get(name)
+                if not r or name == "direct":
+                    continue
+                lines.append(f"| {name} | {r['held']} | {r['rss_before_kib'] / 1024:.1f} | "
+                             f"{r['rss_after_kib'] / 1024:.1f} | {r['rss_bytes_per_conn']:.0f} | "
+                             f"{r['pss_bytes_per_conn']:.0f} | {r['fds_after'] - r['fds_before']} |")
+        if "ferry" in a.proxies and ("ferry", "64k@64") in per:
+            lines += ["", "### ferry against the peers (targets: >= 1.3x GiB per CPU second on "
+                      "64 KiB; <= 4096 RSS bytes per idle connection)", "",
+                      "| figure | ferry/haproxy | ferry/nginx |", "|---|---:|---:|"]
+
+            def pick(name, shape, key):
+                runs = per.get((name, shape))
+                if not runs:
+                    return 0
+                if shape.startswith("64k"):
+                    r = median(runs, key=lambda x: x["proxied_gib"] / max(1e-9, x["proxy_cpu_s"]))
+                else:
+                    r = median(runs, key=lambda x: x["requests_per_s"])
+                return key(r)
+
+            per_cpu = lambda r: r["proxied_gib"] / r["proxy_cpu_s"] if r["proxy_cpu_s"] else 0
+            for shape in ("64k@64", "64k@256"):
+                f = pick("ferry", shape, per_cpu)
+                lines.append(f"| {shape} GiB per CPU s | {ratio(f, pick('haproxy', shape, per_cpu))} "
+                             f"| {ratio(f, pick('nginx', shape, per_cpu))} |")
+                g = lambda r: r["gbps"]
+                f = pick("ferry", shape, g)
+                lines.append(f"| {shape} Gbps | {ratio(f, pick('haproxy', shape, g))} "
+                             f"| {ratio(f, pick('nginx', shape, g))} |")
+            rps = lambda r: r["requests_per_s"]
+            f = pick("ferry", "64b@256", rps)
+            lines.append(f"| 64b@256 requests/s | {ratio(f, pick('haproxy', '64b@256', rps))} "
+                         f"| {ratio(f, pick('nginx', '64b@256', rps))} |")
+            p99 = lambda r: r["p99_us"]
+            f = pick("ferry", "64b@256", p99)
+            lines.append(f"| 64b@256 p99 (lower is better) | {ratio(f, pick('haproxy', '64b@256', p99))} "
+                         f"| {ratio(f, pick('nginx', '64b@256', p99))} |")
+            if idle.get(w, {}).get("ferry"):
+                f = idle[w]["ferry"]["rss_bytes_per_conn"]
+                h = idle[w].get("haproxy", {}).get("rss_bytes_per_conn")
+                n = idle[w].get("nginx", {}).get("rss_bytes_per_conn")
+                lines.append(f"| idle RSS per connection (lower is better) | {ratio(f, h)} "
+                             f"| {ratio(f, n)} |")
+        lines.append("")
+    lines += ["## Every pass", "", "```"] + raw_lines + ["```", ""]
+    with open(a.out, "w") as f:
+        f.write("\n".join(lines))
+    print("\n".join(lines[: lines.index("## Every pass")]))
+    print(f"written to {a.out}")
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--bin", required=True, help="directory of proxy-load and proxy-backend")
+    p.add_argument("--ferryd", required=True)
+    p.add_argument("--out", required=True)
+    p.add_argument("--proxies", default="direct ferry haproxy nginx")
+    p.add_argument("--workers", default="2 1")
+    p.add_argument("--duration-s", type=float, default=4.0)
+    p.add_argument("--repeat", type=int, default=3)
+    p.add_argument("--load-threads", type=int, default=1)
+    p.add_argument("--backend-threads", type=int, default=1)
+    p.add_argument("--idle-connections", type=int, default=9900)
+    p.add_argument("--shapes", default=" ".join(s for s, _, _ in SHAPES))
+    p.add_argument("--nice", type=int, default=-15,
+                   help="niceness increment for this driver and everything it starts (the same for "
+                        "every proxy), so other work on a shared machine cannot starve the run")
+    a = p.parse_args()
+    if a.nice:
+        os.nice(a.nice)
+    a.proxies = a.proxies.split()
+    a.workers = [int(w) for w in a.workers.split()]
+    shapes = [s for s in SHAPES if s[0] in a.shapes.split()]
+    Ferry.binary = a.ferryd
+    nofile = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    maxconn = a.idle_connections + 16
+
+    workdir = tempfile.mkdtemp(prefix="ferry-proxy-bench-")
+    os.chmod(workdir, 0o755)
+    backend = subprocess.Popen([os.path.join(a.bin, "proxy-backend"), "--threads",
+                                str(a.backend_threads)], stdout=subprocess.PIPE, text=True)
+    results = {w: {} for w in a.workers}
+    idle = {w: {} for w in a.workers}
+    unavailable = {}
+    raw = []
+    try:
+        line = backend.stdout.readline().split()
+        backend_port = int(line[1])
+        for rep in range(a.repeat):
+            for w in a.workers:
+                # Rotate the order per pass so no proxy always runs first or last.
+                order = a.proxies[rep % len(a.proxies):] + a.proxies[:rep % len(a.proxies)]
+                for name in order:
+                    if name in unavailable:
+                        continue
+                    proxy = KINDS[name](workdir, w, backend_port, maxconn, nofile)
+                    try:
+                        port = proxy.start()
+                    except (RuntimeError, OSError) as e:
+                        unavailable[name] = str(e).strip().replace("\n", " ")[:600]
+                        print(f"  {name}: not available: {unavailable[name]}", flush=True)
+                        proxy.stop()
+                        continue
+                    try:
+                        for shape, conns, resp in shapes:
+                            r = run_load(a, port, conns, 64, resp, proxy.pids())
+                            results[w].setdefault((name, shape), []).append(r)
+                            text = (f"pass {rep + 1} W={w} {name:<8} {shape:<8} "
+                                    f"{r['gbps']:6.2f} Gbps {r['requests_per_s']:8.0f} req/s "
+                                    f"p99 {r['p99_us']:8.0f} us  proxy {r['proxy_cpu_s']:5.2f} s "
+                                    f"({r['cpu_s_per_gib']:.3f} s/GiB)  load "
+                                    f"{r['load_cpu_s']:4.2f} s  machine {r['machine_cpu_s']:5.2f} s "
+                                    f"busy {r['machine_busy']:.0%}"
+                                    f"{'  FAILURES ' + str(r['failures']) if r['failures'] else ''}")
+                            raw.append(text)
+                            print("  " + text, flush=True)
+                    finally:
+                        proxy.stop()
+        if a.idle_connections:
+            for w in a.workers:
+                for name in a.proxies:
+                    if name in unavailable or name == "direct":
+                        continue
+                    proxy = KINDS[name](workdir, w, backend_port, maxconn, nofile)
+                    try:
+                        proxy.start()
+                        r = run_idle(a, proxy)
+                    except (RuntimeError, OSError, ValueError) as e:
+                        print(f"  idle W={w} {name}: failed: {e}", flush=True)
+                        continue
+                    finally:
+                        proxy.stop()
+                    idle[w][name] = r
+                    text = (f"idle W={w} {name:<8} held {r['held']} in {r['open_seconds']:.1f} s  "
+                            f"RSS {r['rss_before_kib']} -> {r['rss_after_kib']} KiB "
+                            f"({r['rss_bytes_per_conn']:.0f} B/conn)  PSS {r['pss_before_kib']} -> "
+                            f"{r['pss_after_kib']} KiB ({r['pss_bytes_per_conn']:.0f} B/conn)  "
+                            f"fds {r['fds_before']} -> {r['fds_after']}"
+                            f"{'  FAILURES ' + str(r['failures']) if r['failures'] else ''}")
+                    raw.append(text)
+                    print("  " + text, flush=True)
+    finally:
+        backend.terminate()
+        backend.wait(timeout=10)
+        shutil.rmtree(workdir, ignore_errors=True)
+    report(a, results, idle, unavailable, raw)
+
+
+if __name__ == "__main__":
+    main()
