@@ -98,6 +98,26 @@ def machine_busy():
     return sum(values) - idle, sum(values)
 
 
+def prioritize(nice):
+    """With sched_autogroup on, a nice value only ranks processes inside their session's group,
+    and every session's group gets an equal share: on a machine shared with other sessions a
+    niced run still gets 1/sessions of the CPUs. So the run takes its own session (a fresh
+    autogroup) and gives that group the nice value too."""
+    try:
+        if os.getsid(0) != os.getpid():
+            os.setsid()
+    except PermissionError:
+        raise SystemExit("proxy_bench.py: already a process group leader; start it with setsid -w "
+                         "(run.sh does) or pass --nice 0")
+    try:
+        with open("/proc/self/autogroup", "w") as f:
+            f.write(str(nice))
+    except OSError as e:
+        print(f"proxy_bench.py: cannot set the autogroup's nice ({e}); only the processes' own",
+              file=sys.stderr)
+    os.nice(nice)
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -140,7 +160,8 @@ class Proxy:
                 "WORKER_CONNECTIONS": self.nofile - 32,
                 "PIDFILE": os.path.join(self.workdir, f"{self.name}.pid"),
                 "ERROR_LOG": self.log_path,
-                "CONTROL_SOCKET": os.path.join(self.workdir, "ferryd.sock")}
+                "CONTROL_SOCKET": os.path.join(self.workdir, "ferryd.sock"),
+                "SPLICE": ""}
 
     def write(self, template, name):
         path = os.path.join(self.workdir, name)
@@ -214,6 +235,15 @@ class HAProxy(Proxy):
         return self.port
 
 
+class HAProxySplice(HAProxy):
+    """HAProxy with `option splice-auto`: its fastest way to move bulk bytes on Linux."""
+
+    name = "haproxy-splice"
+
+    def values(self):
+        return dict(super().values(), SPLICE="option splice-auto")
+
+
 class Nginx(Proxy):
     name = "nginx"
 
@@ -277,27 +307,30 @@ class Ferry(Proxy):
             self.notify = None
 
 
-KINDS = {"direct": Direct, "ferry": Ferry, "haproxy": HAProxy, "nginx": Nginx}
+KINDS = {"direct": Direct, "ferry": Ferry, "haproxy": HAProxy, "haproxy-splice": HAProxySplice,
+         "nginx": Nginx}
 
 
 # ---------------------------------------------------------------------------------------------
 # Loads
 
 
-def run_load(a, port, connections, request_bytes, response_bytes, pids):
+def run_load(a, port, connections, request_bytes, response_bytes, pids, backend_pid):
     """One proxy-load rr run; returns its JSON result plus the CPU seconds of the proxy, the load
-    tool and the whole machine over the run."""
+    tool, the backend, and everything else on the machine over the run."""
     cmd = [os.path.join(a.bin, "proxy-load"), "rr", "--port", str(port),
            "--connections", str(connections), "--request-bytes", str(request_bytes),
            "--response-bytes", str(response_bytes), "--duration-s", str(a.duration_s),
            "--threads", str(a.load_threads), "--json"]
     cpu0 = cpu_seconds(pids)
+    backend0 = cpu_seconds([backend_pid])
     load0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     busy0, total0 = machine_busy()
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=a.duration_s + 120)
     busy1, total1 = machine_busy()
     load1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu1 = cpu_seconds(pids)
+    backend1 = cpu_seconds([backend_pid])
     if out.returncode != 0:
         sys.stderr.write(out.stderr)
     r = json.loads(out.stdout.strip().splitlines()[-1])
@@ -305,6 +338,9 @@ def run_load(a, port, connections, request_bytes, response_bytes, pids):
     r["load_cpu_s"] = (load1.ru_utime + load1.ru_stime) - (load0.ru_utime + load0.ru_stime)
     r["machine_busy"] = (busy1 - busy0) / max(1, total1 - total0)
     r["machine_cpu_s"] = (busy1 - busy0) / CLK_TCK
+    r["backend_cpu_s"] = backend1 - backend0
+    r["others_cpu_s"] = max(0.0, r["machine_cpu_s"] - r["proxy_cpu_s"] - r["load_cpu_s"] -
+                            r["backend_cpu_s"])
     proxied = r["requests"] * (request_bytes + response_bytes)
     r["proxied_gib"] = proxied / GIB
     r["cpu_s_per_gib"] = r["proxy_cpu_s"] / r["proxied_gib"] if r["proxied_gib"] else 0
@@ -374,6 +410,86 @@ def ratio(x, y):
     return f"{x / y:.2f}x" if x and y else "n/a"
 
 
+def gib_per_cpu_s(r):
+    return r["proxied_gib"] / r["proxy_cpu_s"] if r["proxy_cpu_s"] else 0
+
+
+def representative(runs, shape):
+    """The median pass: by GiB per proxy CPU second for 64 KiB, by requests/s for 64 B."""
+    if shape.startswith("64k"):
+        return median(runs, key=gib_per_cpu_s)
+    return median(runs, key=lambda x: x["requests_per_s"])
+
+
+def worker_section(a, w, per, idle_w):
+    lines = [f"## W = {w}", "", "### 64 KiB responses (64 B requests)", "",
+             "| proxy | conns | Gbps | requests/s | p99 ms | proxy CPU s | CPU s per GiB "
+             "| GiB per CPU s | others' CPU s |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for shape, conns, _ in SHAPES[:2]:
+        for name in a.proxies:
+            if not per.get((name, shape)):
+                continue
+            r = representative(per[(name, shape)], shape)
+            cost = ("| - | - | -" if name == "direct" else
+                    f"| {r['proxy_cpu_s']:.2f} | {r['cpu_s_per_gib']:.3f} | {gib_per_cpu_s(r):.2f}")
+            lines.append(f"| {name} | {conns} | {r['gbps']:.2f} | {r['requests_per_s']:.0f} | "
+                         f"{r['p99_us'] / 1000:.2f} {cost} | {r['others_cpu_s']:.2f} |")
+    lines += ["", "### 64 B request/response, 256 connections", "",
+              "| proxy | requests/s | p50 us | p99 us | proxy CPU us per request | others' CPU s |",
+              "|---|---:|---:|---:|---:|---:|"]
+    for name in a.proxies:
+        if not per.get((name, "64b@256")):
+            continue
+        r = representative(per[(name, "64b@256")], "64b@256")
+        cost = "-" if name == "direct" else f"{r['cpu_us_per_request']:.2f}"
+        lines.append(f"| {name} | {r['requests_per_s']:.0f} | {r['p50_us']:.0f} | "
+                     f"{r['p99_us']:.0f} | {cost} | {r['others_cpu_s']:.2f} |")
+    if idle_w:
+        lines += ["", f"### {a.idle_connections} idle proxied connections", "",
+                  "Each connection made one 64 B round trip through the proxy (so the proxy holds "
+                  "the client side and the backend side) and then stays open; memory is summed "
+                  "over the proxy's processes, before the connections were opened and while they "
+                  "are held.", "",
+                  "| proxy | held | RSS before MiB | RSS held MiB | RSS bytes per conn "
+                  "| PSS bytes per conn | fds held |",
+                  "|---|---:|---:|---:|---:|---:|---:|"]
+        for name in a.proxies:
+            r = idle_w.get(name)
+            if r:
+                lines.append(f"| {name} | {r['held']} | {r['rss_before_kib'] / 1024:.1f} | "
+                             f"{r['rss_after_kib'] / 1024:.1f} | {r['rss_bytes_per_conn']:.0f} | "
+                             f"{r['pss_bytes_per_conn']:.0f} | {r['fds_after'] - r['fds_before']} |")
+    peers = [p for p in a.proxies if p not in ("ferry", "direct")]
+    if ("ferry", "64k@64") not in per or not peers:
+        return lines + [""]
+    lines += ["", "### ferry against each peer", "",
+              "Targets: >= 1.3x on 64 KiB GiB per CPU second; <= 4096 RSS bytes per idle "
+              "connection (absolute, in the table above).", "",
+              "| figure | " + " | ".join(f"ferry/{p}" for p in peers) + " |",
+              "|---|" + "---:|" * len(peers)]
+
+    def row(label, shape, key):
+        f = key(representative(per[("ferry", shape)], shape)) if per.get(("ferry", shape)) else 0
+        cells = []
+        for p in peers:
+            v = key(representative(per[(p, shape)], shape)) if per.get((p, shape)) else 0
+            cells.append(ratio(f, v))
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+
+    for shape in ("64k@64", "64k@256"):
+        row(f"{shape} GiB per CPU second", shape, gib_per_cpu_s)
+        row(f"{shape} Gbps", shape, lambda r: r["gbps"])
+    row("64b@256 requests/s", "64b@256", lambda r: r["requests_per_s"])
+    row("64b@256 CPU per request (lower is better)", "64b@256", lambda r: r["cpu_us_per_request"])
+    row("64b@256 p99 (lower is better)", "64b@256", lambda r: r["p99_us"])
+    if idle_w.get("ferry"):
+        f = idle_w["ferry"]["rss_bytes_per_conn"]
+        lines.append("| idle RSS per connection (lower is better) | " + " | ".join(
+            ratio(f, idle_w.get(p, {}).get("rss_bytes_per_conn")) for p in peers) + " |")
+    return lines + [""]
+
+
 def report(a, results, idle, unavailable, raw_lines):
     lines = [
         "# TCP proxy benchmark",
@@ -382,10 +498,10 @@ def report(a, results, idle, unavailable, raw_lines):
         f"{machine()}.",
         "",
         "* " + "\n* ".join(versions(a)),
-        f"* One proxy-backend thread and one proxy-load thread "
-        f"({a.load_threads} client thread(s)) on the same two cores as the proxy, all over "
-        "loopback (127.0.0.1). Each proxy gets the same worker count W (ferry `tcp.workers`, "
-        "HAProxy `nbthread`, nginx `worker_processes`) and a fresh instance per pass; configs: "
+        f"* One proxy-backend thread and {a.load_threads} proxy-load thread(s) on the same two "
+        "cores as the proxy, all over loopback (127.0.0.1), all in one scheduler autogroup at "
+        f"nice {a.nice} (both the group's and the processes' own). Each proxy gets the same worker count W (ferry `tcp.workers`, HAProxy "
+        "`nbthread`, nginx `worker_processes`) and a fresh instance per pass; configs: "
         "`tests/bench/proxy/{ferryd.json,haproxy.cfg,nginx.conf}.in`.",
         f"* Each load runs {a.duration_s:g} s with one request in flight per connection; a row "
         f"is the median of {a.repeat} passes (by GiB per proxy CPU second for 64 KiB, by "
@@ -395,104 +511,17 @@ def report(a, results, idle, unavailable, raw_lines):
         "* **Proxy CPU** is utime+stime of all the proxy's processes (/proc/PID/stat) over the "
         "load; loopback TCP work done in the proxy's syscalls (including the receive path that "
         "the sender's softirq runs) counts as the proxy's. **GiB proxied** counts request and "
-        "response bytes of completed requests. **machine busy** is the share of both CPUs not "
-        "idle (from /proc/stat): near 100% means every figure here is bounded by the two cores "
-        "the client, the backend and the proxy share, so requests/s and Gbps compare the "
-        "proxies' cost, not their ceiling.",
+        "response bytes of completed requests. **others' CPU s** is what the rest of this "
+        "shared machine used during the load (busy time from /proc/stat minus proxy, client and "
+        f"backend), out of {2 * a.duration_s:g} CPU seconds: the client, the backend and the "
+        "proxy share two cores, so requests/s and Gbps are bounded by those cores and compare "
+        "the proxies' cost more than their ceiling; CPU per GiB is the figure to compare.",
         "",
     ]
-    if unavailable:
-        for name, why in unavailable.items():
-            lines.append(f"**{name} not measured:** {why}")
-        lines.append("")
+    for name, why in unavailable.items():
+        lines += [f"**{name} not measured:** {why}", ""]
     for w in a.workers:
-        per = results[w]
-        lines += [f"## W = {w}", "",
-                  "### 64 KiB responses (64 B requests)", "",
-                  "| proxy | conns | Gbps | requests/s | p99 ms | proxy CPU s | CPU s per GiB "
-                  "| GiB per CPU s | machine busy |",
-                  "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
-        for shape, conns, resp in SHAPES[:2]:
-            for name in a.proxies:
-                runs = per.get((name, shape))
-                if not runs:
-                    continue
-                r = median(runs, key=lambda x: x["proxied_gib"] / max(1e-9, x["proxy_cpu_s"]))
-                per_cpu = r["proxied_gib"] / r["proxy_cpu_s"] if r["proxy_cpu_s"] else 0
-                cpu = f"{r['proxy_cpu_s']:.2f}" if name != "direct" else "-"
-                lines.append(
-                    f"| {name} | {conns} | {r['gbps']:.2f} | {r['requests_per_s']:.0f} | "
-                    f"{r['p99_us'] / 1000:.2f} | {cpu} | "
-                    f"{r['cpu_s_per_gib']:.3f} | {per_cpu:.2f} | {r['machine_busy']:.0%} |"
-                    if name != "direct" else
-                    f"| {name} | {conns} | {r['gbps']:.2f} | {r['requests_per_s']:.0f} | "
-                    f"{r['p99_us'] / 1000:.2f} | - | - | - | {r['machine_busy']:.0%} |")
-        lines += ["", "### 64 B request/response, 256 connections", "",
-                  "| proxy | requests/s | p50 us | p99 us | proxy CPU us per request | machine busy |",
-                  "|---|---:|---:|---:|---:|---:|"]
-        for name in a.proxies:
-            runs = per.get((name, "64b@256"))
-            if not runs:
-                continue
-            r = median(runs, key=lambda x: x["requests_per_s"])
-            cpu = f"{r['cpu_us_per_request']:.2f}" if name != "direct" else "-"
-            lines.append(f"| {name} | {r['requests_per_s']:.0f} | {r['p50_us']:.0f} | "
-                         f"{r['p99_us']:.0f} | {cpu} | {r['machine_busy']:.0%} |")
-        if a.idle_connections and idle.get(w):
-            lines += ["", f"### {a.idle_connections} idle proxied connections", "",
-                      "Each connection made one 64 B round trip through the proxy (so the proxy "
-                      "holds the client side and the backend side) and then stays open; memory "
-                      "is summed over the proxy's processes, before the connections were opened "
-                      "and while they are held.", "",
-                      "| proxy | held | RSS before MiB | RSS held MiB | RSS bytes per conn "
-                      "| PSS bytes per conn | fds held |",
-                      "|---|---:|---:|---:|---:|---:|---:|"]
-            for name in a.proxies:
-                r = idle[w].get(name)
-                if not r or name == "direct":
-                    continue
-                lines.append(f"| {name} | {r['held']} | {r['rss_before_kib'] / 1024:.1f} | "
-                             f"{r['rss_after_kib'] / 1024:.1f} | {r['rss_bytes_per_conn']:.0f} | "
-                             f"{r['pss_bytes_per_conn']:.0f} | {r['fds_after'] - r['fds_before']} |")
-        if "ferry" in a.proxies and ("ferry", "64k@64") in per:
-            lines += ["", "### ferry against the peers (targets: >= 1.3x GiB per CPU second on "
-                      "64 KiB; <= 4096 RSS bytes per idle connection)", "",
-                      "| figure | ferry/haproxy | ferry/nginx |", "|---|---:|---:|"]
-
-            def pick(name, shape, key):
-                runs = per.get((name, shape))
-                if not runs:
-                    return 0
-                if shape.startswith("64k"):
-                    r = median(runs, key=lambda x: x["proxied_gib"] / max(1e-9, x["proxy_cpu_s"]))
-                else:
-                    r = median(runs, key=lambda x: x["requests_per_s"])
-                return key(r)
-
-            per_cpu = lambda r: r["proxied_gib"] / r["proxy_cpu_s"] if r["proxy_cpu_s"] else 0
-            for shape in ("64k@64", "64k@256"):
-                f = pick("ferry", shape, per_cpu)
-                lines.append(f"| {shape} GiB per CPU s | {ratio(f, pick('haproxy', shape, per_cpu))} "
-                             f"| {ratio(f, pick('nginx', shape, per_cpu))} |")
-                g = lambda r: r["gbps"]
-                f = pick("ferry", shape, g)
-                lines.append(f"| {shape} Gbps | {ratio(f, pick('haproxy', shape, g))} "
-                             f"| {ratio(f, pick('nginx', shape, g))} |")
-            rps = lambda r: r["requests_per_s"]
-            f = pick("ferry", "64b@256", rps)
-            lines.append(f"| 64b@256 requests/s | {ratio(f, pick('haproxy', '64b@256', rps))} "
-                         f"| {ratio(f, pick('nginx', '64b@256', rps))} |")
-            p99 = lambda r: r["p99_us"]
-            f = pick("ferry", "64b@256", p99)
-            lines.append(f"| 64b@256 p99 (lower is better) | {ratio(f, pick('haproxy', '64b@256', p99))} "
-                         f"| {ratio(f, pick('nginx', '64b@256', p99))} |")
-            if idle.get(w, {}).get("ferry"):
-                f = idle[w]["ferry"]["rss_bytes_per_conn"]
-                h = idle[w].get("haproxy", {}).get("rss_bytes_per_conn")
-                n = idle[w].get("nginx", {}).get("rss_bytes_per_conn")
-                lines.append(f"| idle RSS per connection (lower is better) | {ratio(f, h)} "
-                             f"| {ratio(f, n)} |")
-        lines.append("")
+        lines += worker_section(a, w, results[w], idle.get(w, {}))
     lines += ["## Every pass", "", "```"] + raw_lines + ["```", ""]
     with open(a.out, "w") as f:
         f.write("\n".join(lines))
@@ -508,7 +537,7 @@ def main():
     p.add_argument("--bin", required=True, help="directory of proxy-load and proxy-backend")
     p.add_argument("--ferryd", required=True)
     p.add_argument("--out", required=True)
-    p.add_argument("--proxies", default="direct ferry haproxy nginx")
+    p.add_argument("--proxies", default="direct ferry haproxy haproxy-splice nginx")
     p.add_argument("--workers", default="2 1")
     p.add_argument("--duration-s", type=float, default=4.0)
     p.add_argument("--repeat", type=int, default=3)
@@ -517,11 +546,12 @@ def main():
     p.add_argument("--idle-connections", type=int, default=9900)
     p.add_argument("--shapes", default=" ".join(s for s, _, _ in SHAPES))
     p.add_argument("--nice", type=int, default=-15,
-                   help="niceness increment for this driver and everything it starts (the same for "
-                        "every proxy), so other work on a shared machine cannot starve the run")
+                   help="nice value of this run's own scheduler autogroup and of its processes "
+                        "(the same for every proxy), so other work on a shared machine cannot "
+                        "starve the run; 0 leaves both alone")
     a = p.parse_args()
     if a.nice:
-        os.nice(a.nice)
+        prioritize(a.nice)
     a.proxies = a.proxies.split()
     a.workers = [int(w) for w in a.workers.split()]
     shapes = [s for s in SHAPES if s[0] in a.shapes.split()]
@@ -557,13 +587,14 @@ def main():
                         continue
                     try:
                         for shape, conns, resp in shapes:
-                            r = run_load(a, port, conns, 64, resp, proxy.pids())
+                            r = run_load(a, port, conns, 64, resp, proxy.pids(), backend.pid)
                             results[w].setdefault((name, shape), []).append(r)
                             text = (f"pass {rep + 1} W={w} {name:<8} {shape:<8} "
                                     f"{r['gbps']:6.2f} Gbps {r['requests_per_s']:8.0f} req/s "
                                     f"p99 {r['p99_us']:8.0f} us  proxy {r['proxy_cpu_s']:5.2f} s "
                                     f"({r['cpu_s_per_gib']:.3f} s/GiB)  load "
-                                    f"{r['load_cpu_s']:4.2f} s  machine {r['machine_cpu_s']:5.2f} s "
+                                    f"{r['load_cpu_s']:4.2f} s  backend {r['backend_cpu_s']:4.2f} s  "
+                                    f"others {r['others_cpu_s']:4.2f} s  "
                                     f"busy {r['machine_busy']:.0%}"
                                     f"{'  FAILURES ' + str(r['failures']) if r['failures'] else ''}")
                             raw.append(text)

@@ -6,7 +6,7 @@
 #   tests/bench/proxy/run.sh [BUILD_DIR]   (default: build-bench-proxy, configured -Dbench=true)
 #
 # Environment: WORKERS="2 1" DURATION_S=4 REPEAT=3 IDLE_CONNECTIONS=9900 LOAD_THREADS=1 NICE=-15
-# PROXIES="direct ferry haproxy nginx" OUT=FILE. Runs as root (nginx starts its workers as
+# PROXIES="direct ferry haproxy haproxy-splice nginx" OUT=FILE. Runs as root (nginx starts its workers as
 # nobody); needs haproxy, nginx and libnginx-mod-stream from Debian, and no other haproxy/nginx.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -23,8 +23,8 @@ if pgrep -a -x haproxy || pgrep -a -x nginx; then
 fi
 # Idle connections need two descriptors each in the proxy; every process takes the hard limit.
 ulimit -n "$(ulimit -Hn)"
-exec python3 "$here/proxy_bench.py" --bin "$build/tests/bench/proxy" --ferryd "$build/daemon/ferryd" \
+exec setsid -w python3 "$here/proxy_bench.py" --bin "$build/tests/bench/proxy" --ferryd "$build/daemon/ferryd" \
   --out "${OUT:-$root/tests/bench/results/proxy.md}" --workers "${WORKERS:-2 1}" \
   --duration-s "${DURATION_S:-4}" --repeat "${REPEAT:-3}" \
   --idle-connections "${IDLE_CONNECTIONS:-9900}" --load-threads "${LOAD_THREADS:-1}" \
-  --proxies "${PROXIES:-direct ferry haproxy nginx}" --nice "${NICE:--15}"
+  --proxies "${PROXIES:-direct ferry haproxy haproxy-splice nginx}" --nice "${NICE:--15}"
