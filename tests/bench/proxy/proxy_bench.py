@@ -422,10 +422,13 @@ def representative(runs, shape):
 
 
 def worker_section(a, w, per, idle_w):
-    lines = [f"## W = {w}", "", "### 64 KiB responses (64 B requests)", "",
-             "| proxy | conns | Gbps | requests/s | p99 ms | proxy CPU s | CPU s per GiB "
-             "| GiB per CPU s | others' CPU s |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    lines = [f"## W = {w}", ""]
+    has = lambda shape: any(per.get((name, shape)) for name in a.proxies)
+    if has("64k@64") or has("64k@256"):
+        lines += ["### 64 KiB responses (64 B requests)", "",
+                  "| proxy | conns | Gbps | requests/s | p99 ms | proxy CPU s | CPU s per GiB "
+                  "| GiB per CPU s | others' CPU s |",
+                  "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for shape, conns, _ in SHAPES[:2]:
         for name in a.proxies:
             if not per.get((name, shape)):
@@ -435,9 +438,11 @@ def worker_section(a, w, per, idle_w):
                     f"| {r['proxy_cpu_s']:.2f} | {r['cpu_s_per_gib']:.3f} | {gib_per_cpu_s(r):.2f}")
             lines.append(f"| {name} | {conns} | {r['gbps']:.2f} | {r['requests_per_s']:.0f} | "
                          f"{r['p99_us'] / 1000:.2f} {cost} | {r['others_cpu_s']:.2f} |")
-    lines += ["", "### 64 B request/response, 256 connections", "",
-              "| proxy | requests/s | p50 us | p99 us | proxy CPU us per request | others' CPU s |",
-              "|---|---:|---:|---:|---:|---:|"]
+    if has("64b@256"):
+        lines += ["", "### 64 B request/response, 256 connections", "",
+                  "| proxy | requests/s | p50 us | p99 us | proxy CPU us per request "
+                  "| others' CPU s |",
+                  "|---|---:|---:|---:|---:|---:|"]
     for name in a.proxies:
         if not per.get((name, "64b@256")):
             continue
@@ -529,6 +534,42 @@ def report(a, results, idle, unavailable, raw_lines):
     print(f"written to {a.out}")
 
 
+def profile(a, shapes, workdir, backend, backend_port, maxconn, nofile):
+    """Where each proxy's CPU time goes, per load shape: perf samples of its processes only."""
+    os.makedirs(a.profile, exist_ok=True)
+    for w in a.workers:
+        for name in a.proxies:
+            if name == "direct":
+                continue
+            for shape, conns, resp in shapes:
+                proxy = KINDS[name](workdir, w, backend_port, maxconn, nofile)
+                try:
+                    port = proxy.start()
+                    base = os.path.join(a.profile, f"{name}-w{w}-{shape}")
+                    perf = subprocess.Popen(
+                        ["perf", "record", "-q", "-F", "1999", "-o", base + ".data", "-p",
+                         ",".join(str(p) for p in proxy.pids())],
+                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                    time.sleep(0.5)
+                    r = run_load(a, port, conns, 64, resp, proxy.pids(), backend.pid)
+                    perf.send_signal(signal.SIGINT)
+                    perf.wait(timeout=60)
+                finally:
+                    proxy.stop()
+                with open(base + ".txt", "w") as f:
+                    f.write(f"# {name} W={w} {shape}: {r['gbps']:.2f} Gbps, "
+                            f"{r['requests_per_s']:.0f} req/s, proxy {r['proxy_cpu_s']:.2f} CPU s, "
+                            f"{r['cpu_s_per_gib']:.3f} s/GiB\n")
+                    f.flush()
+                    subprocess.run(["perf", "report", "-i", base + ".data", "--stdio",
+                                    "--no-children", "--percent-limit", "0.5",
+                                    "--sort", "comm,dso,symbol"], stdout=f,
+                                   stderr=subprocess.DEVNULL)
+                os.unlink(base + ".data")
+                print(f"  {base}.txt: {r['gbps']:.2f} Gbps, {r['cpu_s_per_gib']:.3f} s/GiB",
+                      flush=True)
+
+
 # ---------------------------------------------------------------------------------------------
 
 
@@ -545,6 +586,10 @@ def main():
     p.add_argument("--backend-threads", type=int, default=1)
     p.add_argument("--idle-connections", type=int, default=9900)
     p.add_argument("--shapes", default=" ".join(s for s, _, _ in SHAPES))
+    p.add_argument("--profile", metavar="DIR",
+                   help="instead of the benchmark: one load per proxy, worker count and shape "
+                        "under `perf record` of the proxy's processes; writes DIR/NAME-wW-SHAPE.txt "
+                        "(flat profile by object and symbol, user and kernel)")
     p.add_argument("--nice", type=int, default=-15,
                    help="nice value of this run's own scheduler autogroup and of its processes "
                         "(the same for every proxy), so other work on a shared machine cannot "
@@ -570,6 +615,9 @@ def main():
     try:
         line = backend.stdout.readline().split()
         backend_port = int(line[1])
+        if a.profile:
+            profile(a, shapes, workdir, backend, backend_port, maxconn, nofile)
+            return
         for rep in range(a.repeat):
             for w in a.workers:
                 # Rotate the order per pass so no proxy always runs first or last.
@@ -628,7 +676,8 @@ def main():
         backend.terminate()
         backend.wait(timeout=10)
         shutil.rmtree(workdir, ignore_errors=True)
-    report(a, results, idle, unavailable, raw)
+    if not a.profile:
+        report(a, results, idle, unavailable, raw)
 
 
 if __name__ == "__main__":
