@@ -1,0 +1,396 @@
+// The health checker's loop: due checks are launched as non-blocking connects, their sockets
+// wait in one epoll with the wake eventfd, and the nearest due time or deadline bounds the wait.
+#include "lib/health/health_checker.hh"
+
+#include <pthread.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <random>
+#include <system_error>
+
+#include "lib/common/log.hh"
+
+namespace ferry::health {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+namespace {
+
+// The loop turns at least this often, so the heartbeat shows the thread alive when idle.
+constexpr milliseconds kMaxWait{1000};
+// Each next check is spread by up to this share of the interval either way, so checks started
+// together drift apart.
+constexpr int kJitterPercent = 10;
+constexpr std::uint64_t kWakeToken = 0;
+
+std::string describe_errno(int err) {
+  if (err == ECONNREFUSED) return "connection refused";
+  return std::strerror(err);
+}
+
+CheckResult result_of_errno(int err) {
+  return err == ECONNREFUSED ? CheckResult::refused : CheckResult::error;
+}
+
+}  // namespace
+
+// One checked backend: its schedule, its check in flight, its streaks. Thread-owned.
+struct HealthChecker::Probe {
+  CheckTarget target;
+  std::string backend_text;
+  BackendHealth view;
+  Clock::time_point due;
+  Clock::time_point started;
+  Clock::time_point deadline;
+  UniqueFd socket;  // valid while a check is in flight
+  std::uint64_t token = 0;
+};
+
+std::vector<CheckTarget> check_targets(std::span<const config::ServiceConfig> services) {
+  std::vector<CheckTarget> targets;
+  for (const auto& s : services) {
+    if (!s.health || s.mode != config::ServiceMode::proxy) continue;
+    for (const auto& b : s.backends) targets.push_back({s.name, b, *s.health});
+  }
+  return targets;
+}
+
+std::vector<std::pair<std::string, net::Endpoint>> configured_backends(
+    std::span<const config::ServiceConfig> services) {
+  std::vector<std::pair<std::string, net::Endpoint>> out;
+  for (const auto& s : services) {
+    for (const auto& b : s.backends) out.emplace_back(s.name, b);
+  }
+  return out;
+}
+
+std::string_view to_string(CheckResult result) {
+  switch (result) {
+    case CheckResult::ok: return "ok";
+    case CheckResult::refused: return "refused";
+    case CheckResult::timeout: return "timeout";
+    case CheckResult::error: return "error";
+  }
+  return "error";
+}
+
+HealthChecker::HealthChecker(HealthBoard& board, HealthCheckerOptions options)
+    : board_(board),
+      options_(std::move(options)),
+      epoll_fd_(::epoll_create1(EPOLL_CLOEXEC)),
+      wake_fd_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)),
+      rng_state_(options_.jitter_seed ? options_.jitter_seed : std::random_device{}()) {
+  if (!epoll_fd_) throw std::system_error(errno, std::generic_category(), "health: epoll_create1");
+  if (!wake_fd_) throw std::system_error(errno, std::generic_category(), "health: eventfd");
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.u64 = kWakeToken;
+  if (::epoll_ctl(epoll_fd_.get(), EPOLL_CTL_ADD, wake_fd_.get(), &ev) != 0) {
+    throw std::system_error(errno, std::generic_category(), "health: epoll_ctl(eventfd)");
+  }
+}
+
+HealthChecker::~HealthChecker() { stop(); }
+
+void HealthChecker::start() {
+  std::lock_guard lock(control_mutex_);
+  if (running_) return;
+  stop_ = false;
+  running_ = true;
+  thread_ = std::thread([this] {
+    pthread_setname_np(pthread_self(), "ferry-health");
+    run();
+  });
+}
+
+void HealthChecker::stop() noexcept {
+  {
+    std::lock_guard lock(control_mutex_);
+    if (!running_) return;
+    stop_ = true;
+  }
+  std::uint64_t one = 1;
+  if (::write(wake_fd_.get(), &one, sizeof(one)) < 0) {
+    // The loop also wakes within kMaxWait.
+  }
+  thread_.join();
+  std::lock_guard lock(control_mutex_);
+  running_ = false;
+  applied_.notify_all();
+}
+
+void HealthChecker::set_targets(std::vector<CheckTarget> targets) {
+  std::unique_lock lock(control_mutex_);
+  if (!running_) {
+    lock.unlock();
+    apply_targets(std::move(targets));
+    return;
+  }
+  pending_ = std::move(targets);
+  std::uint64_t ticket = ++requested_;
+  std::uint64_t one = 1;
+  if (::write(wake_fd_.get(), &one, sizeof(one)) < 0) {
+    // The loop also wakes within kMaxWait.
+  }
+  applied_.wait(lock, [&] { return taken_ >= ticket || !running_ || stop_; });
+}
+
+std::vector<BackendHealth> HealthChecker::snapshot() const {
+  std::lock_guard lock(views_mutex_);
+  std::vector<BackendHealth> out;
+  out.reserve(views_.size());
+  for (const auto& [key, view] : views_) out.push_back(view);
+  return out;
+}
+
+void HealthChecker::collect(metrics::SnapshotBuilder& out) const {
+  for (const auto& e : board_.snapshot()) {
+    out.gauge("ferry_backend_up",
+              "1 if the backend may receive new traffic (health checks passing, or none "
+              "configured), 0 if its checks marked it down.",
+              {{"service", e.service}, {"backend", e.backend.to_string()}}, e.up ? 1 : 0);
+  }
+  for (const auto& h : snapshot()) {
+    std::string backend = h.backend.to_string();
+    for (std::size_t r = 0; r < kCheckResults; ++r) {
+      out.counter("ferry_health_checks_total", "Health checks by how they ended.",
+                  {{"service", h.service},
+                   {"backend", backend},
+                   {"result", std::string(to_string(static_cast<CheckResult>(r)))}},
+                  static_cast<double>(h.checks[r]));
+    }
+    out.counter("ferry_health_transitions_total",
+                "Backend state changes made by health checks, by the state entered.",
+                {{"service", h.service}, {"backend", backend}, {"to", "up"}},
+                static_cast<double>(h.went_up));
+    out.counter("ferry_health_transitions_total",
+                "Backend state changes made by health checks, by the state entered.",
+                {{"service", h.service}, {"backend", backend}, {"to", "down"}},
+                static_cast<double>(h.went_down));
+  }
+}
+
+std::uint64_t HealthChecker::random_below(std::uint64_t bound) {
+  // splitmix64: cheap, and seeded per checker so tests can fix it.
+  std::uint64_t z = (rng_state_ += 0x9e3779b97f4a7c15ULL);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  z ^= z >> 31;
+  return bound ? z % bound : 0;
+}
+
+milliseconds HealthChecker::jittered(milliseconds interval) {
+  std::int64_t spread = interval.count() * kJitterPercent / 100;
+  std::int64_t offset =
+      static_cast<std::int64_t>(random_below(static_cast<std::uint64_t>(2 * spread + 1))) - spread;
+  return milliseconds(interval.count() + offset);
+}
+
+void HealthChecker::publish(const Probe& probe) {
+  std::lock_guard lock(views_mutex_);
+  views_[{probe.target.service, probe.backend_text}] = probe.view;
+}
+
+void HealthChecker::apply_targets(std::vector<CheckTarget> targets) {
+  auto now = Clock::now();
+  std::map<Key, CheckTarget> next;
+  for (auto& t : targets) {
+    std::string text = t.backend.to_string();
+    next.emplace(Key{t.service, std::move(text)}, std::move(t));
+  }
+  // Dropped: close the check in flight, and give the backend back to traffic.
+  for (auto it = probes_.begin(); it != probes_.end();) {
+    if (next.contains(it->first)) {
+      ++it;
+      continue;
+    }
+    Probe& p = *it->second;
+    if (p.token) by_token_.erase(p.token);
+    board_.set_checked(p.target.service, p.target.backend, false);
+    if (board_.set_up(p.target.service, p.target.backend, true)) {
+      log::notice("service {} backend {} up: health checks removed", p.target.service,
+                  p.backend_text);
+    }
+    {
+      std::lock_guard lock(views_mutex_);
+      views_.erase(it->first);
+    }
+    it = probes_.erase(it);
+  }
+  for (auto& [key, target] : next) {
+    auto it = probes_.find(key);
+    if (it != probes_.end()) {
+      Probe& p = *it->second;
+      // Same backend, maybe new params: a shorter interval brings the next check forward.
+      auto sooner = now + milliseconds(target.params.interval_ms);
+      if (!p.socket && p.due > sooner) p.due = sooner;
+      p.target = std::move(target);
+      continue;
+    }
+    auto p = std::make_unique<Probe>();
+    p->target = std::move(target);
+    p->backend_text = key.second;
+    p->view.service = p->target.service;
+    p->view.backend = p->target.backend;
+    board_.set_checked(p->target.service, p->target.backend, true);
+    p->view.up = board_.state(p->target.service, p->target.backend)->up.load(std::memory_order_relaxed);
+    // A random phase within the first interval, so backends configured together are not checked
+    // in lockstep.
+    p->due = now + milliseconds(random_below(p->target.params.interval_ms));
+    publish(*p);
+    probes_.emplace(key, std::move(p));
+  }
+  log::debug("health: {} backends checked", probes_.size());
+}
+
+void HealthChecker::launch(Probe& p, Clock::time_point now) {
+  p.started = now;
+  p.deadline = now + milliseconds(p.target.params.timeout_ms);
+  sockaddr_storage addr{};
+  socklen_t len = p.target.backend.to_sockaddr(addr);
+  UniqueFd fd(::socket(addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, IPPROTO_TCP));
+  if (!fd) {
+    int err = errno;
+    finish(p, CheckResult::error, "socket: " + describe_errno(err), now);
+    return;
+  }
+  // A check that connected ends with RST, not FIN: no TIME_WAIT piles up per backend and check.
+  linger abort{1, 0};
+  ::setsockopt(fd.get(), SOL_SOCKET, SO_LINGER, &abort, sizeof(abort));
+  if (::connect(fd.get(), reinterpret_cast<const sockaddr*>(&addr), len) == 0) {
+    finish(p, CheckResult::ok, {}, now);
+    return;
+  }
+  int err = errno;
+  if (err != EINPROGRESS) {
+    finish(p, result_of_errno(err), describe_errno(err), now);
+    return;
+  }
+  p.token = next_token_++;
+  epoll_event ev{};
+  ev.events = EPOLLOUT;
+  ev.data.u64 = p.token;
+  if (::epoll_ctl(epoll_fd_.get(), EPOLL_CTL_ADD, fd.get(), &ev) != 0) {
+    err = errno;
+    p.token = 0;
+    finish(p, CheckResult::error, "epoll_ctl: " + describe_errno(err), now);
+    return;
+  }
+  p.socket = std::move(fd);
+  by_token_[p.token] = &p;
+}
+
+void HealthChecker::finish(Probe& p, CheckResult result, std::string error, Clock::time_point now) {
+  if (p.token) by_token_.erase(p.token);
+  p.token = 0;
+  p.socket.reset();  // closing removes it from the epoll
+  const auto& params = p.target.params;
+  p.due = p.started + jittered(milliseconds(params.interval_ms));
+  if (p.due <= now) p.due = now + milliseconds(1);
+
+  BackendHealth& v = p.view;
+  ++v.checks[static_cast<std::size_t>(result)];
+  v.last_check_at = now;
+  bool ok = result == CheckResult::ok;
+  if (ok) {
+    v.last_connect_ms = std::chrono::duration<double, std::milli>(now - p.started).count();
+    ++v.consecutive_successes;
+    v.consecutive_failures = 0;
+  } else {
+    v.last_error = error;
+    ++v.consecutive_failures;
+    v.consecutive_successes = 0;
+  }
+  const std::string& service = p.target.service;
+  if (ok && !v.up && v.consecutive_successes >= params.rise) {
+    v.up = true;
+    if (board_.set_up(service, p.target.backend, true)) ++v.went_up;
+    log::notice("service {} backend {} up: connected in {:.1f} ms ({} consecutive successes)",
+                service, p.backend_text, v.last_connect_ms, v.consecutive_successes);
+  } else if (!ok && v.up && v.consecutive_failures >= params.fall) {
+    v.up = false;
+    if (board_.set_up(service, p.target.backend, false)) ++v.went_down;
+    log::notice("service {} backend {} down: {} ({} consecutive failures)", service,
+                p.backend_text, error, v.consecutive_failures);
+  } else if (!ok) {
+    log::debug("service {} backend {} check failed: {} ({} of {})", service, p.backend_text, error,
+               v.consecutive_failures, params.fall);
+  }
+  publish(p);
+}
+
+void HealthChecker::run() {
+  constexpr int kMaxEvents = 64;
+  epoll_event events[kMaxEvents];
+  for (;;) {
+    if (options_.heartbeat) options_.heartbeat();
+    {
+      std::unique_lock lock(control_mutex_);
+      if (stop_) break;
+      if (pending_) {
+        auto targets = std::move(*pending_);
+        pending_.reset();
+        std::uint64_t ticket = requested_;
+        lock.unlock();
+        apply_targets(std::move(targets));
+        lock.lock();
+        taken_ = ticket;
+        applied_.notify_all();
+      }
+    }
+    auto now = Clock::now();
+    auto wake_at = now + kMaxWait;
+    for (auto& [key, probe] : probes_) {
+      Probe& p = *probe;
+      if (p.socket && now >= p.deadline) {
+        finish(p, CheckResult::timeout,
+               "connect timeout after " + std::to_string(p.target.params.timeout_ms) + " ms", now);
+      }
+      if (!p.socket && now >= p.due) launch(p, now);
+      wake_at = std::min(wake_at, p.socket ? p.deadline : p.due);
+    }
+    auto wait = std::chrono::ceil<milliseconds>(wake_at - Clock::now());
+    int n = ::epoll_wait(epoll_fd_.get(), events, kMaxEvents,
+                         static_cast<int>(std::max<std::int64_t>(0, wait.count())));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      log::error("health: epoll_wait: {}; health checks stop", std::strerror(errno));
+      break;
+    }
+    now = Clock::now();
+    for (int i = 0; i < n; ++i) {
+      std::uint64_t token = events[i].data.u64;
+      if (token == kWakeToken) {
+        std::uint64_t count;
+        while (::read(wake_fd_.get(), &count, sizeof(count)) > 0) {
+        }
+        continue;
+      }
+      auto it = by_token_.find(token);
+      if (it == by_token_.end()) continue;  // finished by its deadline this turn
+      Probe& p = *it->second;
+      int err = 0;
+      socklen_t len = sizeof(err);
+      if (::getsockopt(p.socket.get(), SOL_SOCKET, SO_ERROR, &err, &len) != 0) err = errno;
+      if (err == 0) {
+        finish(p, CheckResult::ok, {}, now);
+      } else {
+        finish(p, result_of_errno(err), describe_errno(err), now);
+      }
+    }
+  }
+  // In-flight sockets close with their probes; the board keeps the last state.
+  for (auto& [key, probe] : probes_) {
+    probe->socket.reset();
+    probe->token = 0;
+  }
+  by_token_.clear();
+}
+
+}  // namespace ferry::health
