@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
-# `make demo`: a private netns lab (client -- gateway gw0/gw1 -- backends), ferryd on
-# etc/ferry/demo.json in the gateway, UDP traffic through it, live `ferryctl watch`, a summary,
-# and removal of everything it created, also on Ctrl-C or failure.
+# `make demo`: a private netns lab (client -- gateway gw0/gw1, two queues each -- three backends),
+# ferryd on etc/ferry/demo.json in the gateway, UDP traffic balanced on the AF_XDP path and TCP
+# traffic through the io_uring proxy, live `ferryctl watch`, a summary, and removal of everything
+# it created, also on Ctrl-C or failure.
+#
+#   tests/lab/demo.sh [BUILD_DIR]      DEMO_SECONDS=30 (how long traffic runs and watch shows)
 set -euo pipefail
 BUILD=${1:-build}
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
@@ -11,18 +14,23 @@ SECONDS_TO_WATCH=${DEMO_SECONDS:-30}
 TAG=fdemo$$
 NS_CLIENT=$TAG-client NS_GW=$TAG-gw NS_BACK=$TAG-back
 SOCK=/run/ferry/demo.sock
+VIP=10.77.0.10
 WORK=$(mktemp -d /tmp/ferry-demo.XXXXXX)
-FERRYD_PID="" TRAFFIC_PID="" SINK_PID=""
+FERRYD_PID="" CLIENT_PID="" BACKEND_PIDS=()
 
 if [ "$(id -u)" != 0 ]; then echo "make demo needs root (network namespaces, XDP)"; exit 1; fi
+for tool in "$FERRYD" "$FERRYCTL"; do
+  [ -x "$tool" ] || { echo "missing $tool: run 'make build' first"; exit 1; }
+done
 
 cleanup() {
   set +e
-  [ -n "$TRAFFIC_PID" ] && kill "$TRAFFIC_PID" 2>/dev/null
-  [ -n "$SINK_PID" ] && kill "$SINK_PID" 2>/dev/null
+  [ -n "$CLIENT_PID" ] && kill "$CLIENT_PID" 2>/dev/null
+  for pid in "${BACKEND_PIDS[@]}"; do kill "$pid" 2>/dev/null; done
   if [ -n "$FERRYD_PID" ] && kill -0 "$FERRYD_PID" 2>/dev/null; then
     kill -TERM "$FERRYD_PID"; wait "$FERRYD_PID" 2>/dev/null
   fi
+  wait 2>/dev/null
   for ns in "$NS_CLIENT" "$NS_GW" "$NS_BACK"; do ip netns del "$ns" 2>/dev/null; done
   rm -rf "$WORK"
   echo "demo lab removed"
@@ -35,7 +43,7 @@ for ns in "$NS_CLIENT" "$NS_GW" "$NS_BACK"; do ip netns add "$ns"; ip -n "$ns" l
 ip -n "$NS_GW" link add gw0 numrxqueues 2 numtxqueues 2 type veth peer name c0 netns "$NS_CLIENT" numrxqueues 2 numtxqueues 2
 ip -n "$NS_GW" link add gw1 numrxqueues 2 numtxqueues 2 type veth peer name b0 netns "$NS_BACK" numrxqueues 2 numtxqueues 2
 ip -n "$NS_GW" addr add 10.77.0.1/24 dev gw0
-ip -n "$NS_GW" addr add 10.77.0.10/32 dev gw0
+ip -n "$NS_GW" addr add $VIP/32 dev gw0
 ip -n "$NS_GW" addr add 10.77.1.1/24 dev gw1
 ip -n "$NS_CLIENT" addr add 10.77.0.2/24 dev c0
 for a in 2 3 4; do ip -n "$NS_BACK" addr add 10.77.1.$a/24 dev b0; done
@@ -45,6 +53,15 @@ done
 ip -n "$NS_CLIENT" route add default via 10.77.0.1
 ip -n "$NS_BACK" route add default via 10.77.1.1
 ip netns exec "$NS_GW" sysctl -qw net.ipv4.ip_forward=1
+# Complete UDP checksums from the veth senders, as a real NIC's peer sends (tx_csum_off.py says why).
+ip netns exec "$NS_CLIENT" python3 "$ROOT/tests/lab/tx_csum_off.py" c0
+ip netns exec "$NS_BACK" python3 "$ROOT/tests/lab/tx_csum_off.py" b0
+
+echo "== three backends in $NS_BACK: UDP echo on :5353, TCP responses on :8080"
+for a in 2 3 4; do
+  ip netns exec "$NS_BACK" python3 "$ROOT/tests/lab/demo_backend.py" "backend-$a" 10.77.1.$a &
+  BACKEND_PIDS+=($!)
+done
 
 echo "== starting ferryd on etc/ferry/demo.json"
 ip netns exec "$NS_GW" "$FERRYD" --config "$ROOT/etc/ferry/demo.json" >"$WORK/ferryd.log" 2>&1 &
@@ -55,24 +72,21 @@ for _ in $(seq 100); do
   sleep 0.1
 done
 "$FERRYCTL" --socket "$SOCK" status
+sleep 2.5  # two health-check rounds: the backends are seen up before the traffic starts
+"$FERRYCTL" --socket "$SOCK" services
 
-echo "== UDP traffic: client -> 10.77.1.{2,3,4}:5353 through the gateway (bounded: ${SECONDS_TO_WATCH}s)"
-ip netns exec "$NS_BACK" python3 -c '
-import socket, sys
-s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind(("0.0.0.0", 5353))
-while True: s.recvfrom(2048)' &
-SINK_PID=$!
-ip netns exec "$NS_CLIENT" python3 -c '
-import socket, sys, time
-s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-end = time.monotonic() + float(sys.argv[1]); n = 0
-while time.monotonic() < end:
-    s.sendto(b"ferry-demo" * 6, ("10.77.1.%d" % (2 + n % 3), 5353)); n += 1
-    if n % 200 == 0: time.sleep(0.01)' "$SECONDS_TO_WATCH" &
-TRAFFIC_PID=$!
+echo "== traffic for ${SECONDS_TO_WATCH}s: UDP to $VIP:5353 (AF_XDP, Maglev), TCP to $VIP:8080 (io_uring proxy)"
+ip netns exec "$NS_CLIENT" python3 "$ROOT/tests/lab/demo_client.py" --vip $VIP \
+  --seconds "$SECONDS_TO_WATCH" --out "$WORK/client.json" &
+CLIENT_PID=$!
 
-"$FERRYCTL" --socket "$SOCK" watch ferry_xdp --count "$SECONDS_TO_WATCH" || true
+"$FERRYCTL" --socket "$SOCK" watch ferry_xdp_packets_total ferry_xsk_tx_packets_total \
+  ferry_xsk_drops_total ferry_proxy_ --count "$SECONDS_TO_WATCH" || true
+wait "$CLIENT_PID" || true
+CLIENT_PID=""
 
+echo
 echo "== summary"
-"$FERRYCTL" --socket "$SOCK" stats ferry_xdp
+python3 "$ROOT/tests/lab/demo_summary.py" "$WORK/client.json" \
+  <("$FERRYCTL" --socket "$SOCK" --json stats ferry_)
 "$FERRYCTL" --socket "$SOCK" services
