@@ -1,10 +1,6 @@
 // libFuzzer target for lib/packet: parse any bytes; when they parse, run route, balance and
 // reflect each on its own copy and check that the result still parses to the same shape and that
-// checksums which were right before are right after. Build and run (from the repo root):
-//   clang++ -std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -I. \
-//     tests/fuzz/packet/fuzz_packet.cc lib/packet/*.cc lib/common/net.cc -o fuzz_packet
-//   mkdir -p /tmp/fuzz_packet_corpus   # new inputs land in the first directory, not the seeds
-//   ./fuzz_packet -max_total_time=20 /tmp/fuzz_packet_corpus tests/fuzz/corpus/packet
+// checksums which were right before are right after. Built and run by `make fuzz` (docs/testing.md).
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -17,16 +13,12 @@
 #include "lib/packet/route.hh"
 #include "lib/packet/route_table.hh"
 #include "lib/packet/service_table.hh"
+#include "tests/fuzz/fuzz_check.hh"
 
 namespace {
 
 using namespace ferry;
 using namespace ferry::packet;
-
-#define FUZZ_CHECK(cond)           \
-  do {                             \
-    if (!(cond)) __builtin_trap(); \
-  } while (0)
 
 config::ServiceConfig service(const char* name, const char* vip, std::uint16_t port,
                               std::vector<const char*> backends,
