@@ -2,14 +2,19 @@
 SHELL := /bin/bash
 BUILD ?= build
 BUILD_ASAN ?= build-asan
+BUILD_FUZZ ?= build-fuzz
+BUILD_TSAN ?= build-tsan
+# Seconds each fuzz target runs: in `make fuzz`, and in the smoke run of `make test` (two at a time).
+FUZZ_SECONDS ?= 600
+FUZZ_SMOKE_SECONDS ?= 45
 
 # Exactly the Debian (bookworm) packages the build, the tests and the demo use.
 PACKAGES := g++ pkg-config meson ninja-build clang llvm bpftool \
 	libbpf-dev libxdp-dev liburing-dev libboost-dev nlohmann-json3-dev libsystemd-dev libfmt-dev \
-	libgtest-dev libgmock-dev libbenchmark-dev \
+	libgtest-dev libgmock-dev libbenchmark-dev libfuzzer-14-dev \
 	python3 iproute2 iputils-ping util-linux procps prometheus
 
-.PHONY: all deps build build-asan test test-unit demo clean
+.PHONY: all deps build build-asan build-fuzz build-tsan test test-unit fuzz demo clean
 
 all: build
 
@@ -30,27 +35,60 @@ $(BUILD)/build.ninja:
 $(BUILD_ASAN)/build.ninja:
 	meson setup $(BUILD_ASAN) -Db_sanitize=address,undefined -Db_lundef=false --buildtype=debug
 
+# The libFuzzer targets are a clang project of their own (tests/fuzz/meson.build).
+$(BUILD_FUZZ)/build.ninja:
+	meson setup --native-file tests/fuzz/clang.ini $(BUILD_FUZZ) tests/fuzz
+
+# gcc's -Wtsan ("atomic_thread_fence is not supported with -fsanitize=thread") would break -Werror.
+$(BUILD_TSAN)/build.ninja:
+	meson setup $(BUILD_TSAN) -Db_sanitize=thread -Db_lundef=false -Dcpp_args=-Wno-tsan
+
+# The TSan run: the unit tests of the threaded runtime and of the xsk rings (runtime_*, xsk_*).
+# `tsan_pick targets` names their executables (only those are compiled), `tsan_pick tests` the tests.
+tsan_pick = meson introspect $(BUILD_TSAN) --tests | python3 -c 'import json, os, sys; \
+  tests = [t for t in json.load(sys.stdin) if t["name"].startswith(("runtime_", "xsk_"))]; \
+  print(*dict.fromkeys(os.path.relpath(t["cmd"][0], "$(BUILD_TSAN)") if sys.argv[1] == "targets" \
+                       else t["name"] for t in tests))' $(1)
+
 build: deps $(BUILD)/build.ninja
 	meson compile -C $(BUILD)
 
 build-asan: deps $(BUILD_ASAN)/build.ninja
 	meson compile -C $(BUILD_ASAN)
 
-# Every test: unit + integration on the normal build, the unit suite again under ASan+UBSan, then
-# one closing "N passed, N failed" line over both runs.
-test: build build-asan
+build-fuzz: deps $(BUILD_FUZZ)/build.ninja
+	meson compile -C $(BUILD_FUZZ) -j 2
+
+build-tsan: deps $(BUILD_TSAN)/build.ninja
+	@targets=$$($(call tsan_pick,targets)); \
+	if [ -z "$$targets" ]; then echo "build-tsan: no runtime_* or xsk_* unit tests found"; exit 1; fi; \
+	meson compile -C $(BUILD_TSAN) -j 2 $$targets
+
+# Every test: unit + integration on the normal build, the unit suite again under ASan+UBSan, each
+# fuzz target for FUZZ_SMOKE_SECONDS, the runtime and xsk unit tests under TSan, then a line per
+# run and one closing "N passed, N failed" line over all four (docs/testing.md).
+test: build build-asan build-fuzz build-tsan
 	@rc=0; \
 	meson test -C $(BUILD) --print-errorlogs || rc=1; \
 	UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 ASAN_OPTIONS=detect_leaks=1 \
 	  meson test -C $(BUILD_ASAN) --suite unit --print-errorlogs || rc=1; \
-	python3 tests/summarize.py $(BUILD)/meson-logs/testlog.json $(BUILD_ASAN)/meson-logs/testlog.json || rc=1; \
+	FUZZ_SECONDS=$(FUZZ_SMOKE_SECONDS) meson test -C $(BUILD_FUZZ) --num-processes 2 --print-errorlogs || rc=1; \
+	TSAN_OPTIONS=second_deadlock_stack=1 \
+	  meson test -C $(BUILD_TSAN) --no-rebuild --print-errorlogs $$($(call tsan_pick,tests)) || rc=1; \
+	python3 tests/summarize.py $(BUILD)/meson-logs/testlog.json $(BUILD_ASAN)/meson-logs/testlog.json \
+	  $(BUILD_FUZZ)/meson-logs/testlog.json $(BUILD_TSAN)/meson-logs/testlog.json || rc=1; \
 	exit $$rc
 
 test-unit: build
 	meson test -C $(BUILD) --suite unit --print-errorlogs
 
+# Each fuzz target for FUZZ_SECONDS (default 600), one after the other; what they learn is kept
+# in $(BUILD_FUZZ)/work/<target>/corpus, a crashing input in $(BUILD_FUZZ)/work/<target>/crashes.
+fuzz: build-fuzz
+	FUZZ_SECONDS=$(FUZZ_SECONDS) meson test -C $(BUILD_FUZZ) --num-processes 1 --verbose
+
 demo: build
 	tests/lab/demo.sh $(BUILD)
 
 clean:
-	rm -rf $(BUILD) $(BUILD_ASAN)
+	rm -rf $(BUILD) $(BUILD_ASAN) $(BUILD_FUZZ) $(BUILD_TSAN)

@@ -1,23 +1,48 @@
 #!/usr/bin/env python3
-"""Reads meson testlog.json files and prints one closing line: 'N passed, N failed'."""
+"""Reads meson testlog.json files, one per run of `make test` (normal, ASan+UBSan, fuzz smoke,
+TSan), prints a line per run with its wall time and one closing line: 'N passed, N failed'."""
 import json
+import os
 import sys
+
+
+def run_label(path):
+    """build-tsan/meson-logs/testlog.json -> build-tsan"""
+    return os.path.basename(os.path.dirname(os.path.dirname(os.path.abspath(path))))
+
 
 passed = failed = skipped = 0
 for path in sys.argv[1:]:
+    run = {"passed": 0, "failed": 0, "skipped": 0}
+    start = end = None
     try:
         with open(path) as f:
             for line in f:
-                result = json.loads(line).get("result")
+                test = json.loads(line)
+                result = test.get("result")
                 if result in ("OK", "EXPECTEDFAIL"):
-                    passed += 1
+                    run["passed"] += 1
                 elif result == "SKIP":
-                    skipped += 1
+                    run["skipped"] += 1
                 else:
-                    failed += 1
-    except OSError as e:
+                    run["failed"] += 1
+                if "starttime" in test and "duration" in test:
+                    t0, t1 = test["starttime"], test["starttime"] + test["duration"]
+                    start = t0 if start is None else min(start, t0)
+                    end = t1 if end is None else max(end, t1)
+    except (OSError, ValueError) as e:
         print(f"summarize: {path}: {e}", file=sys.stderr)
-        failed += 1
+        run["failed"] += 1
+    if run["passed"] + run["failed"] + run["skipped"] == 0:  # an empty log is a run that broke
+        print(f"summarize: {path}: no test ran", file=sys.stderr)
+        run["failed"] += 1
+    wall = f" in {end - start:.0f} s" if start is not None else ""
+    print(f"  {run_label(path)}: {run['passed']} passed, {run['failed']} failed"
+          + (f", {run['skipped']} skipped" if run["skipped"] else "") + wall)
+    passed += run["passed"]
+    failed += run["failed"]
+    skipped += run["skipped"]
+
 line = f"{passed} passed, {failed} failed"
 if skipped:
     line += f", {skipped} skipped"
