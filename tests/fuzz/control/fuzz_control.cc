@@ -1,6 +1,6 @@
-// libFuzzer target for the control protocol codec (lib/control/protocol, json_line): any line
-// decodes to a well-formed Request or is refused with a CommandError, and the response either way
-// is one line of JSON that carries the request's id back.
+// libFuzzer target for the control protocol codec (lib/control/protocol, json_line, and the TCP
+// auth line of tcp_auth): any line decodes to a well-formed Request or is refused with a
+// CommandError, and the response either way is one line of JSON that carries the request's id back.
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -8,6 +8,7 @@
 
 #include "lib/control/json_line.hh"
 #include "lib/control/protocol.hh"
+#include "lib/control/tcp_auth.hh"
 #include "tests/fuzz/fuzz_check.hh"
 
 namespace {
@@ -34,6 +35,14 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   std::string why;
   auto parsed = parse_json_line(line, why);
   FUZZ_CHECK(parsed.has_value() || !why.empty());
+
+  // The first line a TCP client sends, before it is trusted with anything: a token or nothing,
+  // and the token compares equal to itself only.
+  if (std::optional<std::string> token = parse_auth_line(line)) {
+    FUZZ_CHECK(parsed && parsed->is_object() && parsed->size() == 1);
+    FUZZ_CHECK(token_matches(*token, *token));
+    FUZZ_CHECK(!token_matches(*token, *token + "x") && !token_matches(*token + "x", *token));
+  }
 
   json id;
   Request request;
