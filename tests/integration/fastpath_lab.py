@@ -1,0 +1,280 @@
+"""The fast path's netns lab, shared by the test_fastpath*.py tests: client -- ferry gateway (two
+2-queue veth ports) -- backends (3 UDP echo addresses and a routed sink), the helper scripts that
+run inside the namespaces, and readers for ferryd's fast-path metrics."""
+import contextlib
+import ctypes
+import json
+import os
+import subprocess
+
+from harness import base_config, check_eq, ok, wait_until
+from netns import Netns, sh
+
+VIP = "10.10.100.10"
+PORT = 5300
+CLIENT = "10.10.1.2"
+GATEWAY_CLIENT_SIDE = "10.10.1.1"
+GATEWAY_BACKEND_SIDE = "10.10.2.1"
+BACKENDS = ["10.10.2.2", "10.10.2.3", "10.10.2.4"]
+SINK = "10.10.3.5"
+SINK_PORT = 9999
+ROUTED_PREFIX = "10.10.3.0/24"
+
+# veth from the local stack hands AF_XDP frames whose UDP checksum is only the pseudo-header sum
+# (CHECKSUM_PARTIAL): the senders compute full checksums instead, as a real NIC's peer would
+# deliver them. SIOCETHTOOL/ETHTOOL_STXCSUM, so the test needs no ethtool binary.
+TX_CSUM_OFF = r"""
+import ctypes, fcntl, socket, struct, sys
+buf = ctypes.create_string_buffer(struct.pack("II", 0x17, 0))
+ifr = struct.pack("16sP", sys.argv[1].encode(), ctypes.addressof(buf)).ljust(40, b"\0")
+with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+    fcntl.ioctl(s.fileno(), 0x8946, ifr)
+"""
+
+# Echo servers on every backend address; logs "backend client_ip client_port payload-head".
+# Datagrams starting with "blast" are only received: a flood is counted at the interface, and
+# echoing it would double the load on a 2-CPU machine.
+ECHO = r"""
+import select, socket, sys
+socks = []
+for a in sys.argv[2:]:
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
+    s.bind((a, int(sys.argv[1])))
+    socks.append(s)
+print("ready", flush=True)
+while True:
+    r, _, _ = select.select(socks, [], [], 0.05)
+    if not r:
+        sys.stdout.flush()
+    for s in r:
+        data, peer = s.recvfrom(65535)
+        if data.startswith(b"blast"):
+            continue
+        print(s.getsockname()[0], peer[0], peer[1], data[:24].split(b" ")[0].decode(errors="replace"))
+        s.sendto(data, peer)
+"""
+
+# One request/reply per flow and round; a lost one is sent again (the first packets towards a
+# next hop the gateway has not resolved yet are dropped while it resolves).
+CLIENT_SCRIPT = r"""
+import json, socket, sys
+vip, port, flows, rounds, base, tag = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), sys.argv[6]
+res = {"ok": 0, "bad": 0, "lost": 0, "retries": 0}
+socks = []
+for i in range(flows):
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind((sys.argv[7], base + i)); s.settimeout(0.3); socks.append(s)
+for r in range(rounds):
+    for i, s in enumerate(socks):
+        payload = (f"{tag}-{i}-{r} ".encode() + bytes(range(256)) * 3)[: 40 + (i * 97 + r * 31) % 700]
+        for attempt in range(8):
+            s.sendto(payload, (vip, port))
+            try:
+                while True:
+                    data, src = s.recvfrom(65535)
+                    if data.startswith(f"{tag}-{i}-{r} ".encode()):
+                        break
+                if data == payload and src == (vip, port): res["ok"] += 1
+                else: res["bad"] += 1
+                break
+            except socket.timeout:
+                res["retries"] += 1
+        else:
+            res["lost"] += 1
+print(json.dumps(res))
+"""
+
+# Receives routed datagrams, prints "ttl length head" for each (IP_RECVTTL = 12, IP_TTL = 2).
+SINK_SCRIPT = r"""
+import socket, struct, sys
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.setsockopt(socket.IPPROTO_IP, 12, 1)
+s.bind((sys.argv[1], int(sys.argv[2]))); s.settimeout(float(sys.argv[3]))
+print("ready", flush=True)
+try:
+    while True:
+        data, anc, _, peer = s.recvmsg(65535, 64)
+        ttl = [struct.unpack("i", d)[0] for l, t, d in anc if t == 2]
+        print(ttl[0] if ttl else -1, len(data), data[:12].decode(errors="replace"), flush=True)
+except socket.timeout:
+    pass
+"""
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_CLONE_NEWNET = 0x40000000
+
+
+@contextlib.contextmanager
+def inside(ns):
+    """Runs the body with this thread in namespace `ns`: sockets created there stay in it."""
+    home = os.open("/proc/thread-self/ns/net", os.O_RDONLY)
+    target = os.open(f"/run/netns/{ns.name}", os.O_RDONLY)
+    try:
+        if _libc.setns(target, _CLONE_NEWNET) != 0:
+            raise OSError(ctypes.get_errno(), f"setns into {ns.name}")
+        try:
+            yield
+        finally:
+            if _libc.setns(home, _CLONE_NEWNET) != 0:
+                raise OSError(ctypes.get_errno(), "setns back home")
+    finally:
+        os.close(target)
+        os.close(home)
+
+
+class Lab:
+    """client (c0) -- (g0) gateway (g1) -- (b0) backends, two queues on every veth.
+
+    mtu: of c0 and g0 (for frames larger than a UMEM frame); static_neighbours: every neighbour
+    entry PERMANENT, so no ARP crosses the lab and the XDP `pass` counter moves only with the
+    frames a test sends."""
+
+    def __init__(self, mtu=None, static_neighbours=False):
+        self.spaces = []
+        self.procs = []
+        self.echo_log = None
+        try:
+            self.client, self.gw, self.back = (self.space(t) for t in ("fpc", "fpg", "fpb"))
+            self.link(self.client, "c0", self.gw, "g0")
+            self.link(self.gw, "g1", self.back, "b0")
+            if mtu:
+                self.client.ip("link", "set", "c0", "mtu", str(mtu))
+                self.gw.ip("link", "set", "g0", "mtu", str(mtu))
+            self.client.ip("addr", "add", f"{CLIENT}/24", "dev", "c0")
+            self.gw.ip("addr", "add", f"{GATEWAY_CLIENT_SIDE}/24", "dev", "g0")
+            self.gw.ip("addr", "add", f"{GATEWAY_BACKEND_SIDE}/24", "dev", "g1")
+            for a in BACKENDS:
+                self.back.ip("addr", "add", f"{a}/24", "dev", "b0")
+            self.back.ip("addr", "add", f"{SINK}/32", "dev", "b0")
+            self.client.ip("route", "add", "default", "via", GATEWAY_CLIENT_SIDE)
+            self.back.ip("route", "add", "default", "via", GATEWAY_BACKEND_SIDE, "src", BACKENDS[0])
+            # The routed prefix leaves g1 through a gateway: ferry must use the kernel's next hop.
+            self.gw.ip("route", "add", ROUTED_PREFIX, "via", BACKENDS[0], "dev", "g1")
+            self.gw.run("sysctl", "-qw", "net.ipv4.ip_forward=1")
+            self.client.run("python3", "-c", TX_CSUM_OFF, "c0")
+            self.back.run("python3", "-c", TX_CSUM_OFF, "b0")
+            self.mac = {"c0": self.mac_of(self.client, "c0"), "g0": self.mac_of(self.gw, "g0"),
+                        "g1": self.mac_of(self.gw, "g1"), "b0": self.mac_of(self.back, "b0")}
+            if static_neighbours:
+                self.pin_neighbours()
+        except Exception:
+            self.close()
+            raise
+
+    def space(self, tag):
+        ns = Netns(tag)
+        self.spaces.append(ns)
+        for knob in ("all", "default"):
+            ns.run("sysctl", "-qw", f"net.ipv6.conf.{knob}.disable_ipv6=1")
+        return ns
+
+    def link(self, a, name_a, b, name_b):
+        sh("ip", "-n", a.name, "link", "add", name_a, "numrxqueues", "2", "numtxqueues", "2", "type",
+           "veth", "peer", "name", name_b, "netns", b.name, "numrxqueues", "2", "numtxqueues", "2")
+        a.ip("link", "set", name_a, "up")
+        b.ip("link", "set", name_b, "up")
+
+    @staticmethod
+    def mac_of(ns, ifname):
+        link = json.loads(ns.ip("-j", "link", "show", "dev", ifname).stdout)
+        return link[0]["address"]
+
+    def pin_neighbours(self):
+        def pin(ns, ip, mac, dev):
+            ns.ip("neigh", "replace", ip, "lladdr", mac, "dev", dev, "nud", "permanent")
+        pin(self.client, GATEWAY_CLIENT_SIDE, self.mac["g0"], "c0")
+        pin(self.gw, CLIENT, self.mac["c0"], "g0")
+        for a in BACKENDS:
+            pin(self.gw, a, self.mac["b0"], "g1")
+        pin(self.back, GATEWAY_BACKEND_SIDE, self.mac["g1"], "b0")
+
+    def spawn(self, ns, script, *args, log=None):
+        out = open(log, "w") if log else subprocess.PIPE
+        p = subprocess.Popen(["ip", "netns", "exec", ns.name, "python3", "-u", "-c", script, *args],
+                             stdout=out, stderr=subprocess.STDOUT, text=True)
+        self.procs.append(p)
+        return p
+
+    def start_echo(self, w):
+        self.echo_log = w.file("echo.log")
+        self.spawn(self.back, ECHO, str(PORT), *BACKENDS, log=self.echo_log)
+        wait_until(lambda: "ready" in open(self.echo_log).read(), 10, "echo servers")
+
+    def echoed(self, tag):
+        """{(client port): backend} for the datagrams of run `tag`."""
+        flows = {}
+        with open(self.echo_log) as f:
+            for line in f:
+                parts = line.split()
+                if len(parts) == 4 and parts[3].startswith(tag + "-"):
+                    flows.setdefault(int(parts[2]), set()).add(parts[0])
+        return flows
+
+    def converse(self, tag, flows=30, rounds=3, base=20000):
+        r = self.client.run("timeout", "120", "python3", "-c", CLIENT_SCRIPT, VIP, str(PORT),
+                            str(flows), str(rounds), str(base), tag, CLIENT, check=False)
+        check_eq(r.returncode, 0, f"client: {r.stdout} {r.stderr}")
+        return json.loads(r.stdout)
+
+    def interface_stat(self, ns, ifname, stat):
+        """A counter of /sys/class/net/IF/statistics, read inside the interface's namespace."""
+        return int(ns.run("cat", f"/sys/class/net/{ifname}/statistics/{stat}").stdout)
+
+    def close(self):
+        for p in self.procs:
+            if p.poll() is None:
+                p.kill()
+            p.wait()
+        for ns in self.spaces:
+            ns.close()
+
+
+def fastpath_config(w, backends=BACKENDS, frame_bytes=4096):
+    return base_config(w, xdp={
+        "interfaces": [{"name": "g0"}, {"name": "g1"}],
+        "umem": {"frames": 4096, "frame_bytes": frame_bytes},
+        "rings": {"fill": 512, "completion": 512, "rx": 512, "tx": 512},
+    }, services=[{"name": "echo", "vip": VIP, "port": PORT, "protocols": ["udp"],
+                  "backends": [f"{b}:{PORT}" for b in backends]}],
+        routes=[{"prefix": ROUTED_PREFIX, "via": "g1"}])
+
+
+def samples(d, family):
+    fams = ok(d.request("stats", {"prefix": family}))["metrics"]
+    fam = [f for f in fams if f["name"] == family]
+    return [(s["labels"], s["value"]) for s in fam[0]["samples"]] if fam else []
+
+
+def total(d, family, **match):
+    return sum(v for labels, v in samples(d, family)
+               if all(labels.get(k) == str(x) for k, x in match.items()))
+
+
+def by_label(d, family, label):
+    """{label value: sum of the family's samples with it}."""
+    out = {}
+    for labels, v in samples(d, family):
+        out[labels.get(label)] = out.get(labels.get(label), 0) + v
+    return out
+
+
+def frames_by_queue(d):
+    frames = {}
+    for labels, v in samples(d, "ferry_xsk_frames"):
+        frames.setdefault(labels["queue"], {})[labels["where"]] = v
+    slabs = {labels["queue"]: v for labels, v in samples(d, "ferry_xsk_slab_frames")}
+    return frames, slabs
+
+
+def quiescent(d, timeout=30):
+    """Waits until the workers' counters stop moving (a blast has drained)."""
+    last = [None]
+
+    def still():
+        now = (total(d, "ferry_xsk_rx_packets_total"), total(d, "ferry_xsk_tx_packets_total"))
+        same = now == last[0]
+        last[0] = now
+        return same
+    wait_until(still, timeout, "the fast path to go quiet", interval=0.3)
