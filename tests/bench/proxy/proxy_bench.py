@@ -525,6 +525,34 @@ def worker_section(a, w, per, idle_w):
     return lines + [""]
 
 
+def summary(a, results, idle):
+    """One row per worker count and proxy: the figures the targets are about."""
+    lines = ["| W | proxy | 64 KiB x64 Gbps | GiB per CPU s | 64 KiB x256 Gbps | GiB per CPU s "
+             "| 64 B x256 req/s | p99 ms | idle RSS B/conn |",
+             "|---:|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for w in a.workers:
+        for name in a.proxies:
+            cells = []
+            for shape in ("64k@64", "64k@256"):
+                runs = results[w].get((name, shape))
+                if runs:
+                    r = representative(runs, shape)
+                    cells += [f"{r['gbps']:.2f}", f"{gib_per_cpu_s(r):.2f}" if r["proxy_cpu_s"] else "-"]
+                else:
+                    cells += ["", ""]
+            runs = results[w].get((name, "64b@256"))
+            if runs:
+                r = representative(runs, "64b@256")
+                cells += [f"{r['requests_per_s']:.0f}", f"{r['p99_us'] / 1000:.1f}"]
+            else:
+                cells += ["", ""]
+            i = idle.get(w, {}).get(name)
+            cells.append(f"{i['rss_bytes_per_conn']:.0f}" if i else "-")
+            if any(cells[:-1]) or i:
+                lines.append(f"| {w} | {name} | " + " | ".join(cells) + " |")
+    return lines
+
+
 def report(a, results, idle, unavailable, raw_lines):
     lines = [
         "# TCP proxy benchmark",
@@ -557,6 +585,7 @@ def report(a, results, idle, unavailable, raw_lines):
     ]
     for name, why in unavailable.items():
         lines += [f"**{name} not measured:** {why}", ""]
+    lines += ["## Summary", ""] + summary(a, results, idle) + [""]
     for w in a.workers:
         lines += worker_section(a, w, results[w], idle.get(w, {}))
     lines += ["## Every pass", "", "```"] + raw_lines + ["```", ""]
