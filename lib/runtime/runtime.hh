@@ -66,6 +66,8 @@ struct RuntimeConfig {
   // (RecvStream needs them). `incremental` is honoured only if the kernel accepts it.
   std::optional<uring::BufferRingConfig> buffers;
   uring::RecvModes recv_modes{};
+  // How much of its ring one recv may take (see uring::RecvLimits); 0 lets a recv take it all.
+  uring::RecvLimits recv_limits{uring::kDefaultSocketCapBytes};
   HeartbeatHook heartbeat;
 };
 

@@ -47,8 +47,8 @@ void Worker::setup_io() {
   ring_ = std::make_unique<uring::Uring>(config.ring);
   if (config.buffers) {
     buffers_ = std::make_unique<uring::BufferRing>(*ring_, *config.buffers);
-    engine_ =
-        std::make_unique<uring::RecvEngine>(*ring_, *buffers_, config.recv_modes, recv_counters_);
+    engine_ = std::make_unique<uring::RecvEngine>(*ring_, *buffers_, config.recv_modes,
+                                                  recv_counters_, config.recv_limits);
   }
   parker_.arm_wake(*ring_);
   ring_->submit();
@@ -140,6 +140,8 @@ void Worker::maintenance() {
   // the completions are there to reap.
   io_uring_submit_and_get_events(ring_->get());
   reap();
+  // Sockets waiting for ring credit: let recvs that went idle lend theirs (a clock read only then).
+  if (engine_ && engine_->parked_sockets() > 0) engine_->tick(std::chrono::steady_clock::now());
   flush_ready();
 }
 

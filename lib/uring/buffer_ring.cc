@@ -107,6 +107,8 @@ BufferRing::Consumed BufferRing::consume(std::uint16_t bid, std::uint32_t bytes,
     // bundle commits only the buffers the bytes touched and an incremental ring only the bytes.
     if (!bundle && !incremental_) {
       c.buffers = 1;
+      c.ring_bytes = slots_[pos & mask_].len;
+      free_bytes_ -= std::min(free_bytes_, c.ring_bytes);
       kernel_done(bid, c.given_back);
       c.given_back += publish();
     }
@@ -133,10 +135,12 @@ BufferRing::Consumed BufferRing::consume(std::uint16_t bid, std::uint32_t bytes,
     ++c.buffers;
     remaining -= take;
     if (incremental_) {
+      c.ring_bytes += take;
       s.consumed += take;
       last_partial = s.consumed < s.len;
       if (!last_partial) kernel_done(s.bid, c.given_back);
     } else {
+      c.ring_bytes += s.len - s.consumed;
       kernel_done(s.bid, c.given_back);
     }
     if (remaining == 0) break;
@@ -149,6 +153,7 @@ BufferRing::Consumed BufferRing::consume(std::uint16_t bid, std::uint32_t bytes,
   if (incremental_ && c.status == ConsumeStatus::ok && last_partial != buf_more) {
     c.status = ConsumeStatus::buf_more_mismatch;
   }
+  free_bytes_ -= std::min(free_bytes_, c.ring_bytes);
   c.given_back += publish();
   return c;
 }
@@ -207,6 +212,7 @@ bool BufferRing::add_at_tail(std::uint16_t bid) {
   b.in_ring = true;
   ++tail_;
   ++added_;
+  free_bytes_ += buffer_bytes_;
   free_.add(1);
   return true;
 }

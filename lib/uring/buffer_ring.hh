@@ -41,6 +41,9 @@ class BufferRing {
   // Buffers in the ring for the kernel to fill (a partly consumed incremental buffer counts).
   std::uint32_t free_buffers() const { return static_cast<std::uint32_t>(free_.value()); }
   const metrics::Gauge& free_gauge() const { return free_; }
+  // Bytes the kernel can still write: the unconsumed rest of every buffer in the ring. The receive
+  // engine lends this out as credit to the recvs it arms.
+  std::uint64_t free_bytes() const { return free_bytes_; }
   // Buffers out of the ring: consumed by the kernel and not yet released by every consumer.
   std::uint32_t held_buffers() const { return count_ - free_buffers(); }
   const std::byte* area() const { return area_; }
@@ -58,6 +61,8 @@ class BufferRing {
     ConsumeStatus status = ConsumeStatus::ok;
     std::uint32_t buffers = 0;     // ring slots the completion touched
     std::uint32_t given_back = 0;  // buffers that went straight back (consumed without data)
+    std::uint64_t ring_bytes = 0;  // ring capacity the completion used up (whole buffers unless
+                                   // incremental)
   };
 
   // Resolves one completion: `bytes` were written starting at buffer `bid` at its current offset
@@ -107,6 +112,7 @@ class BufferRing {
   std::uint64_t added_ = 0;
   std::uint16_t tail_ = 0;  // our next position; published with a release store
   std::uint16_t published_tail_ = 0;
+  std::uint64_t free_bytes_ = 0;
   std::vector<Slot> slots_;              // slot (position & mask) -> buffer in it
   std::vector<Buffer> buffers_;          // bid -> state; bid i lives at area_ + i * buffer_bytes_
   std::vector<std::uint16_t> deferred_;  // done buffers waiting for their slot to resolve

@@ -4,6 +4,7 @@
 // cleanly on EOF, error or cancel, never two recvs outstanding on one socket.
 #include "lib/uring/recv_engine.hh"
 
+#include <algorithm>
 #include <cassert>
 #include <cerrno>
 
@@ -12,26 +13,124 @@
 namespace ferry::uring {
 
 RecvEngine::RecvEngine(Uring& ring, BufferRing& buffers, const RecvModes& modes,
-                       RecvCounters& counters)
-    : ring_(ring), buffers_(buffers), modes_(modes), counters_(counters), spans_(buffers.count()) {
+                       RecvCounters& counters, const RecvLimits& limits)
+    : ring_(ring),
+      buffers_(buffers),
+      modes_(modes),
+      counters_(counters),
+      spans_(buffers.count()),
+      limits_(limits) {
   modes_.incremental = buffers.incremental();
+  const std::uint64_t ring_bytes = std::uint64_t{buffers.count()} * buffers.buffer_bytes();
+  if (limits_.socket_cap_bytes > ring_bytes) {
+    limits_.socket_cap_bytes = static_cast<std::uint32_t>(ring_bytes);
+  }
 }
 
 bool RecvEngine::start(RecvSocket& socket) {
   if (socket.state_ != RecvSocket::State::idle) return false;
+  socket.started_ = true;
+  if (capped() && (parked_head_ != nullptr || !credit_available())) {
+    park(socket);  // its first recv waits for credit like any re-arm
+    return true;
+  }
   arm(socket);
   return true;
+}
+
+bool RecvEngine::credit_available() const {
+  const std::uint64_t free = buffers_.free_bytes();
+  return free >= lent_ && free - lent_ >= limits_.socket_cap_bytes;
+}
+
+void RecvEngine::take_credit(RecvSocket& socket, std::uint64_t bytes) {
+  socket.credit_bytes_ = bytes;
+  lent_ += bytes;
+  socket.active_at_ = std::chrono::steady_clock::now();
+  socket.holder_ = true;
+  socket.holder_prev_ = holders_tail_;
+  socket.holder_next_ = nullptr;
+  if (holders_tail_ != nullptr) {
+    holders_tail_->holder_next_ = &socket;
+  } else {
+    holders_head_ = &socket;
+  }
+  holders_tail_ = &socket;
+}
+
+void RecvEngine::return_credit(RecvSocket& socket) {
+  if (!socket.holder_) return;
+  lent_ -= socket.credit_bytes_;
+  socket.credit_bytes_ = 0;
+  if (socket.holder_prev_ != nullptr) {
+    socket.holder_prev_->holder_next_ = socket.holder_next_;
+  } else {
+    holders_head_ = socket.holder_next_;
+  }
+  if (socket.holder_next_ != nullptr) {
+    socket.holder_next_->holder_prev_ = socket.holder_prev_;
+  } else {
+    holders_tail_ = socket.holder_prev_;
+  }
+  socket.holder_prev_ = socket.holder_next_ = nullptr;
+  socket.holder_ = false;
+}
+
+void RecvEngine::spend_credit(RecvSocket& socket, std::uint64_t ring_bytes) {
+  if (!socket.holder_) return;  // dormant: its credit went back to the ring already
+  const std::uint64_t left = socket.credit_bytes_ - std::min(socket.credit_bytes_, ring_bytes);
+  // Active again: to the back of the holders, so the front is always the longest idle one.
+  return_credit(socket);
+  take_credit(socket, left);
+}
+
+void RecvEngine::tick(std::chrono::steady_clock::time_point now) {
+  if (!capped() || parked_head_ == nullptr) return;
+  while (holders_head_ != nullptr && now - holders_head_->active_at_ >= limits_.dormant_after) {
+    // Its recv stays armed; if data comes after all, it takes ring bytes no one lent it.
+    return_credit(*holders_head_);
+  }
+  wake_parked();
+}
+
+void RecvEngine::rearm_or_park(RecvSocket& socket) {
+  if (!capped()) {
+    if (buffers_.free_buffers() == 0) {
+      park(socket);  // re-arming now would only earn an -ENOBUFS completion
+      return;
+    }
+    counters_.rearms.add();
+    arm(socket);
+    return;
+  }
+  // Behind the sockets already waiting (FIFO), and only with credit: a recv armed without it
+  // could find the ring dry.
+  if (parked_head_ != nullptr || !credit_available()) {
+    park(socket);
+    wake_parked();
+    return;
+  }
+  counters_.rearms.add();
+  arm(socket);
 }
 
 void RecvEngine::arm(RecvSocket& socket) {
   assert(!socket.outstanding_);
   if (socket.outstanding_) return;  // one recv per socket, whatever a caller asks for
   io_uring_sqe* sqe = ring_.sqe();
+  const std::uint32_t cap = limits_.socket_cap_bytes;
+  if (cap > 0) take_credit(socket, cap);
   if (modes_.multishot) {
     io_uring_prep_recv_multishot(sqe, socket.fd_, nullptr, 0, 0);
+    // The multishot total limit (sqe->optlen, which shares its word with file_index; 6.17+): the
+    // recv ends, without IORING_CQE_F_MORE, once it delivered `cap` bytes. 0: no limit.
+    if (!total_cap_refused_) sqe->file_index = cap;
   } else {
-    // A bundle takes as many buffers as the data needs; a single recv at most one buffer.
-    io_uring_prep_recv(sqe, socket.fd_, nullptr, modes_.bundle ? 0 : buffers_.buffer_bytes(), 0);
+    // A bundle takes as many buffers as the data needs, up to the cap; a single recv at most
+    // one buffer.
+    const std::uint32_t one =
+        cap > 0 ? std::min(cap, buffers_.buffer_bytes()) : buffers_.buffer_bytes();
+    io_uring_prep_recv(sqe, socket.fd_, nullptr, modes_.bundle ? cap : one, 0);
   }
   sqe->flags |= IOSQE_BUFFER_SELECT;
   sqe->buf_group = buffers_.group_id();
@@ -63,6 +162,10 @@ RecvEvent RecvEngine::handle(RecvSocket& socket, const io_uring_cqe& cqe) {
     if (c.status != BufferRing::ConsumeStatus::ok) counters_.protocol_errors.add();
     event.buffers = c.buffers;
     gave_back = c.given_back > 0;
+    if (capped()) {
+      spend_credit(socket, c.ring_bytes);
+      if (modes_.multishot && !total_cap_refused_) total_cap_seen_ = true;
+    }
   } else if (cqe.res > 0) {
     counters_.protocol_errors.add();  // data without a buffer: the SQE lost IOSQE_BUFFER_SELECT
   }
@@ -86,11 +189,26 @@ RecvEvent RecvEngine::handle(RecvSocket& socket, const io_uring_cqe& cqe) {
   }
   if (more) return event;  // a live multishot recv reported nothing: nothing to do
 
+  // The recv ended: its unused credit goes to the sockets waiting for it first (FIFO), this one
+  // queues behind them if it wants to receive again.
+  return_credit(socket);
+  wake_parked();
   const bool closing = socket.state_ == RecvSocket::State::closing;
   switch (cqe.res) {
     case -ENOBUFS:
       counters_.enobufs.add();
       if (closing) return finish(socket, RecvEvent::Kind::canceled, 0);
+      if (socket.paused_) {
+        socket.state_ = RecvSocket::State::idle;
+        return event;
+      }
+      if (capped()) {
+        // Credit never lends more than the ring holds, so this took a recv that went dormant
+        // and then received: wait behind the others for credit (no spin: credit needs bytes).
+        rearm_or_park(socket);
+        if (socket.state_ == RecvSocket::State::parked) event.kind = RecvEvent::Kind::parked;
+        return event;
+      }
       // The data waits in the socket (TCP backpressure) until release() gives buffers back.
       // Only buffers that came back after this recv was armed justify an immediate retry (they
       // may have been released while the completion sat in the queue); without that rule a
@@ -106,13 +224,34 @@ RecvEvent RecvEngine::handle(RecvSocket& socket, const io_uring_cqe& cqe) {
     case -EINTR:
     case -EAGAIN:
       if (closing) return finish(socket, RecvEvent::Kind::canceled, 0);
-      counters_.rearms.add();
-      arm(socket);
+      if (socket.paused_) {
+        socket.state_ = RecvSocket::State::idle;
+        return event;
+      }
+      rearm_or_park(socket);
       return event;
+    case -EINVAL:
+      // Kernels before the multishot total limit (IORING_RECV_MSHOT_LIM, 6.17) refuse a non-zero
+      // optlen: from then on the cap only gates arming (a recv may take more than its credit).
+      if (!closing && !socket.paused_ && capped() && modes_.multishot && !total_cap_refused_ &&
+          !total_cap_seen_) {
+        total_cap_refused_ = true;
+        rearm_or_park(socket);
+        return event;
+      }
+      counters_.errors.add();
+      return finish(socket, RecvEvent::Kind::error, cqe.res);
     case 0:
       counters_.eofs.add();
       return finish(socket, RecvEvent::Kind::eof, 0);
     case -ECANCELED:
+      if (!closing && socket.pause_cancel_) {
+        // pause()'s cancel, not close(): the socket stays open, idle until resume().
+        socket.pause_cancel_ = false;
+        socket.state_ = RecvSocket::State::idle;
+        if (!socket.paused_) resume(socket);
+        return event;
+      }
       return finish(socket, RecvEvent::Kind::canceled, 0);
     default:
       counters_.errors.add();
@@ -121,21 +260,25 @@ RecvEvent RecvEngine::handle(RecvSocket& socket, const io_uring_cqe& cqe) {
 }
 
 void RecvEngine::after_recv_ended(RecvSocket& socket) {
+  return_credit(socket);
+  wake_parked();
   if (socket.state_ == RecvSocket::State::closing) {
     // The recv ended on its own before the cancel reached it; the cancel will find nothing.
     socket.state_ = RecvSocket::State::closed;
     return;
   }
   if (socket.state_ != RecvSocket::State::armed) return;
-  if (buffers_.free_buffers() == 0) {
-    park(socket);  // re-arming now would only earn an -ENOBUFS completion
+  if (socket.paused_) {
+    // The cancel pause() sent will find nothing: the recv ended by itself first.
+    socket.pause_cancel_ = false;
+    socket.state_ = RecvSocket::State::idle;
     return;
   }
-  counters_.rearms.add();
-  arm(socket);
+  rearm_or_park(socket);
 }
 
 RecvEvent RecvEngine::finish(RecvSocket& socket, RecvEvent::Kind kind, int error) {
+  return_credit(socket);
   if (socket.state_ == RecvSocket::State::parked) unpark(socket);
   socket.state_ = RecvSocket::State::closed;
   RecvEvent event;
@@ -171,6 +314,31 @@ bool RecvEngine::close(RecvSocket& socket) {
   return false;
 }
 
+void RecvEngine::pause(RecvSocket& socket) {
+  if (socket.paused_) return;
+  socket.paused_ = true;
+  if (socket.state_ == RecvSocket::State::parked) {
+    unpark(socket);
+    socket.state_ = RecvSocket::State::idle;
+    return;
+  }
+  if (socket.state_ != RecvSocket::State::armed || !socket.outstanding_ || socket.pause_cancel_) {
+    return;
+  }
+  socket.pause_cancel_ = true;
+  io_uring_sqe* sqe = ring_.sqe();
+  io_uring_prep_cancel64(sqe, socket.user_data_, 0);
+  sqe->flags |= IOSQE_CQE_SKIP_SUCCESS;
+  io_uring_sqe_set_data64(sqe, kIgnoredUserData);
+}
+
+void RecvEngine::resume(RecvSocket& socket) {
+  socket.paused_ = false;
+  // Still armed: the recv runs on (or pause()'s cancel is on its way and re-arms when it lands).
+  if (socket.state_ != RecvSocket::State::idle || !socket.started_) return;
+  rearm_or_park(socket);
+}
+
 void RecvEngine::park(RecvSocket& socket) {
   counters_.parks.add();
   socket.state_ = RecvSocket::State::parked;
@@ -201,6 +369,15 @@ void RecvEngine::unpark(RecvSocket& socket) {
 }
 
 void RecvEngine::wake_parked() {
+  if (capped()) {
+    while (parked_head_ != nullptr && credit_available()) {
+      RecvSocket& socket = *parked_head_;
+      unpark(socket);
+      counters_.rearms.add();
+      arm(socket);
+    }
+    return;
+  }
   std::uint32_t budget = buffers_.free_buffers();
   while (parked_head_ != nullptr && budget > 0) {
     RecvSocket& socket = *parked_head_;

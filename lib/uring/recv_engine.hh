@@ -7,6 +7,7 @@
 #include <liburing.h>
 #include <sys/uio.h>
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -53,9 +54,33 @@ class RecvSocket {
   std::uint64_t submitted_ = 0;
   std::uint64_t ended_ = 0;
   std::uint64_t armed_at_added_ = 0;  // BufferRing::buffers_added() when the recv was submitted
+  bool paused_ = false;               // pause(): do not re-arm when the recv ends
+  bool pause_cancel_ = false;         // a cancel sent by pause() may still be on its way
+  bool started_ = false;              // start() was called (its first recv may wait for credit)
   RecvSocket* parked_prev_ = nullptr;
   RecvSocket* parked_next_ = nullptr;
+  // Credit (RecvLimits::socket_cap_bytes > 0): ring bytes the outstanding recv may still take,
+  // and its place in the engine's list of credit holders, least recently active first.
+  std::uint64_t credit_bytes_ = 0;
+  std::chrono::steady_clock::time_point active_at_{};
+  RecvSocket* holder_prev_ = nullptr;
+  RecvSocket* holder_next_ = nullptr;
+  bool holder_ = false;
 };
+
+// How much of the buffer ring the recvs of one engine may take. With socket_cap_bytes == 0 every
+// recv may take the whole ring, and a dry ring ends recvs with -ENOBUFS (then they park). With a
+// cap, each recv is armed with the kernel's multishot total limit (single-shot: its length) of
+// socket_cap_bytes, and only while the ring's free bytes cover every armed recv's remaining cap,
+// so the ring cannot run dry under them; the other sockets wait parked (no SQE) in FIFO order. A
+// recv that received nothing for dormant_after stops counting against the ring, so idle
+// connections never keep sockets that have data waiting.
+struct RecvLimits {
+  std::uint32_t socket_cap_bytes = 0;
+  std::chrono::milliseconds dormant_after{100};
+};
+// The runtime's default cap: one 64 KiB response per recv, 64 recvs on a 256 x 16 KiB ring.
+inline constexpr std::uint32_t kDefaultSocketCapBytes = 64 * 1024;
 
 struct RecvEvent {
   enum class Kind : std::uint8_t {
@@ -78,7 +103,9 @@ struct RecvEvent {
 class RecvEngine {
  public:
   // `modes.incremental` is taken from `buffers` (the kernel may have refused it).
-  RecvEngine(Uring& ring, BufferRing& buffers, const RecvModes& modes, RecvCounters& counters);
+  // `limits.socket_cap_bytes` is clamped to the ring's size.
+  RecvEngine(Uring& ring, BufferRing& buffers, const RecvModes& modes, RecvCounters& counters,
+             const RecvLimits& limits = {});
   RecvEngine(const RecvEngine&) = delete;
   RecvEngine& operator=(const RecvEngine&) = delete;
 
@@ -103,7 +130,22 @@ class RecvEngine {
   // The cancel's own completion carries kIgnoredUserData.
   bool close(RecvSocket& socket);
 
+  // Backpressure: stop asking for data without closing. An armed recv is cancelled (whatever it
+  // received before is still delivered; its -ECANCELED end leaves the socket idle), a parked one
+  // leaves the parked list. resume() arms it again (or parks it when the ring is dry). Both are
+  // no-ops on a socket that was never started or is closing/closed.
+  void pause(RecvSocket& socket);
+  void resume(RecvSocket& socket);
+  bool paused(const RecvSocket& socket) const { return socket.paused_; }
+
   std::size_t parked_sockets() const { return parked_count_; }
+  const RecvLimits& limits() const { return limits_; }
+  // Ring bytes lent to outstanding recvs (<= the ring's free bytes whenever no recv went dormant).
+  std::uint64_t credit_lent_bytes() const { return lent_; }
+
+  // With a cap and parked sockets: recvs idle for limits().dormant_after stop holding credit, and
+  // parked sockets are armed with what that frees. Cheap; the worker calls it from its loop.
+  void tick(std::chrono::steady_clock::time_point now);
 
  private:
   void arm(RecvSocket& socket);
@@ -111,6 +153,12 @@ class RecvEngine {
   void unpark(RecvSocket& socket);
   void wake_parked();
   void after_recv_ended(RecvSocket& socket);
+  void rearm_or_park(RecvSocket& socket);  // arm now, or wait (parked) for buffers or credit
+  bool capped() const { return limits_.socket_cap_bytes > 0; }
+  bool credit_available() const;
+  void take_credit(RecvSocket& socket, std::uint64_t bytes);
+  void spend_credit(RecvSocket& socket, std::uint64_t ring_bytes);
+  void return_credit(RecvSocket& socket);
   RecvEvent finish(RecvSocket& socket, RecvEvent::Kind kind, int error);
 
   Uring& ring_;
@@ -121,6 +169,12 @@ class RecvEngine {
   RecvSocket* parked_head_ = nullptr;
   RecvSocket* parked_tail_ = nullptr;
   std::size_t parked_count_ = 0;
+  RecvLimits limits_;
+  std::uint64_t lent_ = 0;  // sum of credit_bytes_ over the holders
+  RecvSocket* holders_head_ = nullptr;
+  RecvSocket* holders_tail_ = nullptr;
+  bool total_cap_refused_ = false;  // the kernel refused the multishot total limit (-EINVAL)
+  bool total_cap_seen_ = false;     // a capped multishot recv delivered data: the limit works
 };
 
 }  // namespace ferry::uring

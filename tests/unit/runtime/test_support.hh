@@ -10,15 +10,13 @@
 #include <span>
 
 #include "lib/common/unique_fd.hh"
+#include "tests/unit/support/net_support.hh"
 
 namespace ferry::runtime::testing {
 
-struct TcpPair {
-  UniqueFd client;
-  UniqueFd server;
-};
-// A connected pair over 127.0.0.1 (port 0), both ends blocking, TCP_NODELAY on the client.
-TcpPair tcp_pair();
+// A connected pair over 127.0.0.1 (port 0), both ends blocking, TCP_NODELAY on both.
+using test_support::tcp_pair;
+using test_support::TcpPair;
 
 // Counts events from any thread; the test thread waits until `target` were counted.
 class Countdown {
@@ -36,8 +34,8 @@ class Countdown {
 };
 
 // The byte at stream offset i is a function of (seed, i).
-std::byte pattern_byte(std::uint64_t seed, std::uint64_t offset);
-void fill_pattern(std::uint64_t seed, std::uint64_t offset, std::span<std::byte> out);
+using test_support::fill_pattern;
+using test_support::pattern_byte;
 // Offset of the first byte that differs from the pattern, or out.size() when all match.
 std::size_t check_pattern(std::uint64_t seed, std::uint64_t offset, std::span<const std::byte> in);
 

@@ -2,9 +2,6 @@
 // can generate and verify, and a small event loop that routes completions to RecvSockets.
 #include "tests/unit/uring/loopback.hh"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <sys/socket.h>
 
 #include <algorithm>
@@ -20,49 +17,7 @@ namespace {
   throw std::system_error(errno, std::generic_category(), what);
 }
 
-std::uint64_t splitmix64(std::uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-
 }  // namespace
-
-TcpPair tcp_pair() {
-  UniqueFd listener(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  if (!listener) fail("socket");
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  if (::bind(listener.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) fail("bind");
-  if (::listen(listener.get(), 1) != 0) fail("listen");
-  socklen_t len = sizeof(addr);
-  if (::getsockname(listener.get(), reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-    fail("getsockname");
-  }
-  TcpPair pair;
-  pair.client.reset(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  if (!pair.client) fail("socket");
-  if (::connect(pair.client.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
-    fail("connect");
-  }
-  pair.server.reset(::accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC));
-  if (!pair.server) fail("accept");
-  int one = 1;
-  ::setsockopt(pair.client.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-  return pair;
-}
-
-std::byte stream_byte(std::uint64_t seed, std::uint64_t offset) {
-  std::uint64_t word = splitmix64(seed ^ (offset / 8) * 0x100000001b3ull);
-  return static_cast<std::byte>(word >> (8 * (offset % 8)));
-}
-
-void fill_stream(std::uint64_t seed, std::uint64_t offset, std::span<std::byte> out) {
-  for (std::size_t i = 0; i < out.size(); ++i) out[i] = stream_byte(seed, offset + i);
-}
 
 void Fnv1a::add(std::span<const std::byte> bytes) {
   for (std::byte b : bytes) {
@@ -102,8 +57,11 @@ void StreamVerifier::check(std::span<const iovec> spans) {
   }
 }
 
-RecvHarness::RecvHarness(const BufferRingConfig& geometry, const RecvModes& modes)
-    : ring(UringParams{}), buffers(ring, geometry), engine(ring, buffers, modes, counters) {}
+RecvHarness::RecvHarness(const BufferRingConfig& geometry, const RecvModes& modes,
+                         const RecvLimits& limits)
+    : ring(UringParams{}),
+      buffers(ring, geometry),
+      engine(ring, buffers, modes, counters, limits) {}
 
 void RecvHarness::watch(RecvSocket& socket, Handler handler) {
   sockets_[socket.user_data()] = {&socket, std::move(handler)};

@@ -19,20 +19,21 @@
 #include "lib/uring/recv_counters.hh"
 #include "lib/uring/recv_engine.hh"
 #include "lib/uring/uring.hh"
+#include "tests/unit/support/net_support.hh"
 
 namespace ferry::uring::testing {
 
-struct TcpPair {
-  UniqueFd client;  // the sending side
-  UniqueFd server;  // the receiving side (accepted)
-};
-// A connected TCP pair over 127.0.0.1 (port 0), both ends blocking.
-TcpPair tcp_pair();
+using test_support::tcp_pair;  // client = the sending side, server = the receiving side
+using test_support::TcpPair;
 
 // The byte at stream offset i is a function of (seed, i): the receiver checks every byte without
 // the sender telling it anything.
-std::byte stream_byte(std::uint64_t seed, std::uint64_t offset);
-void fill_stream(std::uint64_t seed, std::uint64_t offset, std::span<std::byte> out);
+inline std::byte stream_byte(std::uint64_t seed, std::uint64_t offset) {
+  return test_support::pattern_byte(seed, offset);
+}
+inline void fill_stream(std::uint64_t seed, std::uint64_t offset, std::span<std::byte> out) {
+  test_support::fill_pattern(seed, offset, out);
+}
 
 // FNV-1a, fed incrementally, for an end-to-end checksum next to the byte-wise check.
 struct Fnv1a {
@@ -56,7 +57,8 @@ struct StreamVerifier {
 // One worker's receive path over a real io_uring, for tests.
 class RecvHarness {
  public:
-  RecvHarness(const BufferRingConfig& geometry, const RecvModes& modes);
+  RecvHarness(const BufferRingConfig& geometry, const RecvModes& modes,
+              const RecvLimits& limits = {});
 
   Uring ring;
   BufferRing buffers;
