@@ -66,9 +66,10 @@ def ipv6(next_header, body, payload_length=None):
 class Barrage:
     """Builds the frames of each class and checks the counters they move."""
 
-    def __init__(self, lab, daemon):
+    def __init__(self, lab, daemon, sink_log):
         self.lab = lab
         self.d = daemon
+        self.sink_log = sink_log  # the routed sink's output: "ttl length head" per datagram
         self.l2 = eth(lab.mac["g0"], lab.mac["c0"], 0x0800)
         self.l2_v6 = eth(lab.mac["g0"], lab.mac["c0"], 0x86DD)
         self.sport = 41000
@@ -121,11 +122,7 @@ class Barrage:
 
     def ipv4_frames(self, build):
         """FRAMES_PER_DESTINATION frames to the VIP and as many to the routed sink."""
-        frames = []
-        for dst, dport in ((VIP, PORT), (SINK, SINK_PORT)):
-            for i in range(FRAMES_PER_DESTINATION):
-                frames.append(build(dst, dport, b"barrage %04d ..." % i))
-        return frames
+        return [build(d, p, b) for d, p, b in self.destinations()]
 
     def expect(self, name, frames, **moves):
         """Sends `frames`, then waits until the counters moved by exactly `moves` (every other
@@ -252,6 +249,7 @@ class Barrage:
                     xdp_redirect=n, kernel_rx_dropped=n)
 
     def destinations(self):
+        """(address, port, payload): FRAMES_PER_DESTINATION to the VIP, as many to the sink."""
         return [(d, p, b"barrage %04d ..." % i) for d, p in ((VIP, PORT), (SINK, SINK_PORT))
                 for i in range(FRAMES_PER_DESTINATION)]
 
@@ -288,8 +286,7 @@ def malformed_frames_are_counted_by_class_and_harm_nothing(w):
         with running(w, fastpath_config(w, frame_bytes=FRAME_BYTES), netns=lab.gw.name) as d:
             res = lab.converse("before", flows=6, rounds=1)
             check_eq((res["ok"], res["lost"]), (6, 0), f"serving before the barrage {res}")
-            barrage = Barrage(lab, d)
-            barrage.sink_log = sink_log
+            barrage = Barrage(lab, d, sink_log)
             barrage.run()
 
             res = lab.converse("after", flows=30, rounds=2, base=21000)
