@@ -1,0 +1,249 @@
+#!/usr/bin/env python3
+"""The TCP proxy of the real daemon against real loopback backends: byte-exact forwarding both
+ways on 256 connections (also with bundles or incremental rings forced off), IPv6, a slow reader
+that must not grow the daemon or slow others, reloads that change backends under live
+connections, the per-service accept limit, and the ferry_proxy_* counters matching the bytes."""
+import random
+import threading
+import time
+
+from harness import base_config, check, check_eq, ok, run_tests, running, wait_until
+from proxy_peers import (BlockingClient, Metrics, backends, free_port, op, proxy_service,
+                         proxy_to_one_backend, random_plan, read_rss_bytes, refused_end, run_many)
+
+CONNECTIONS = 256
+STEPS_PER_CONNECTION = 4
+
+
+def wait_idle(d, service="web", timeout_s=10.0):
+    """Waits until the service has no open proxied connection; returns that scrape."""
+    box = {}
+
+    def idle():
+        box["m"] = Metrics(d)
+        return box["m"].value("ferry_proxy_connections_active", service=service) == 0
+
+    wait_until(idle, timeout_s, f"ferry_proxy_connections_active{{service={service}}} == 0", interval=0.05)
+    return box["m"]
+
+
+def check_byte_exact_many(w, seed, env=None, tcp=None):
+    with proxy_to_one_backend(w, tcp=tcp, env=env) as (d, b, port):
+        rng = random.Random(seed)
+        plans = [random_plan(rng, STEPS_PER_CONNECTION) for _ in range(CONNECTIONS)]
+        started = time.monotonic()
+        tallies, errors = run_many("127.0.0.1", port, plans, seed=seed, timeout_s=120)
+        elapsed_s = time.monotonic() - started
+        check_eq(errors[:5], [], f"client errors ({len(errors)} of {CONNECTIONS} connections)")
+        for t in tallies:
+            t.check_against(b.wait_closed(t.id))
+        sent = sum(t.out_bytes for t in tallies)
+        received = sum(t.in_bytes for t in tallies)
+        print(f"  {CONNECTIONS} connections, {sent} B up, {received} B down, {elapsed_s:.2f}s "
+              f"({(sent + received) / elapsed_s / 2**20:.0f} MiB/s)", flush=True)
+        m = wait_idle(d)
+        check_eq(m.value("ferry_proxy_connections_total", service="web"), CONNECTIONS, "connections_total")
+        check_eq(m.value("ferry_proxy_bytes_in_total", service="web"), sent, "bytes_in_total = client bytes")
+        check_eq(m.value("ferry_proxy_bytes_out_total", service="web"), received,
+                 "bytes_out_total = backend bytes")
+        check_eq(m.value("ferry_proxy_backend_bytes_in_total", backend=b.endpoint()), sent,
+                 "backend bytes_in")
+        check_eq(m.value("ferry_proxy_backend_bytes_out_total", backend=b.endpoint()), received,
+                 "backend bytes_out")
+        check_eq(m.value("ferry_proxy_backend_connections_total", backend=b.endpoint()), CONNECTIONS,
+                 "backend connections_total")
+        for family in ("ferry_proxy_connections_failed_total", "ferry_proxy_resets_total",
+                       "ferry_proxy_retries_total", "ferry_proxy_connections_refused_total"):
+            check_eq(m.value(family, service="web"), 0, family)
+        check_eq(d.stop(), 0, "graceful stop")
+
+
+def forwarding_is_byte_exact_for_256_connections(w):
+    check_byte_exact_many(w, seed=5)
+
+
+def forwarding_is_byte_exact_with_bundles_off(w):
+    check_byte_exact_many(w, seed=6, env={"FERRY_URING_BUNDLE": "off"})
+
+
+def forwarding_is_byte_exact_with_incremental_off(w):
+    check_byte_exact_many(w, seed=7, tcp={"buffers": {"incremental": "off"}})
+
+
+def forwarding_over_ipv6_is_byte_exact(w):
+    port = free_port("::1")
+    with backends(["[::1]:0"]) as (b,):
+        service = proxy_service(port, [f"[::1]:{b.port}"], vip="::1")
+        with running(w, base_config(w, services=[service])) as d:
+            rng = random.Random(8)
+            tallies, errors = run_many("::1", port, [random_plan(rng, 4) for _ in range(16)], seed=8)
+            check_eq(errors, [], "client errors")
+            for t in tallies:
+                t.check_against(b.wait_closed(t.id))
+            m = wait_idle(d)
+            check_eq(m.value("ferry_proxy_bytes_in_total", service="web"), sum(t.out_bytes for t in tallies),
+                     "bytes_in_total")
+
+
+def slow_reader_keeps_rss_bounded_and_others_at_full_speed(w):
+    stream_bytes = 100 << 20
+    fast_bytes = 64 << 20
+    with proxy_to_one_backend(w) as (d, b, port):
+        warm = BlockingClient("127.0.0.1", port)
+        warm.send(op("S", 4 << 20))
+        warm.recv_count(4 << 20)
+        warm.finish()
+        baseline_rss = read_rss_bytes(d.proc.pid)
+
+        slow = BlockingClient("127.0.0.1", port, timeout_s=30)
+        slow.send(op("S", stream_bytes))
+        peak_rss = [baseline_rss]
+        slow_read = 0
+        fast_result = {}
+
+        def fast_connection():
+            try:
+                c = BlockingClient("127.0.0.1", port, timeout_s=30)
+                started = time.monotonic()
+                c.send(op("S", fast_bytes))
+                c.recv_count(fast_bytes)
+                fast_result["seconds"] = time.monotonic() - started
+                c.finish()
+                fast_result["tally"] = c.tally
+            except Exception as e:  # noqa: BLE001 (checked below)
+                fast_result["error"] = repr(e)
+
+        fast = None
+        slow_until = time.monotonic() + 4.0
+        next_read = time.monotonic()
+        while time.monotonic() < slow_until:
+            slow.recv_count(1024)
+            slow_read += 1024
+            peak_rss.append(read_rss_bytes(d.proc.pid))
+            if fast is None and time.monotonic() > slow_until - 3.0:
+                fast = threading.Thread(target=fast_connection)
+                fast.start()
+            next_read += 0.010
+            time.sleep(max(0.0, next_read - time.monotonic()))
+        fast.join(timeout=60)
+        check(not fast.is_alive(), "fast connection finished")
+        check("error" not in fast_result, f"fast connection: {fast_result.get('error')}")
+        growth = max(peak_rss) - baseline_rss
+        print(f"  slow reader read {slow_read} B in 4 s; ferryd RSS {baseline_rss >> 20} MiB, "
+              f"peak growth {growth / 2**20:.1f} MiB; {fast_bytes >> 20} MiB beside it in "
+              f"{fast_result['seconds']:.2f}s", flush=True)
+        check(growth < 64 << 20, f"ferryd RSS grew {growth} B while a reader was slow")
+        check(fast_result["seconds"] < 10.0, f"{fast_bytes} B took {fast_result['seconds']:.1f}s")
+        fast_result["tally"].check_against(b.wait_closed(fast_result["tally"].id))
+        m = Metrics(d)
+        held = m.value("ferry_proxy_backend_bytes_out_total", backend=b.endpoint()) - (4 << 20) - fast_bytes
+        print(f"  the proxy took {held} B of the slow stream from the backend", flush=True)
+        check(held < 32 << 20, f"the proxy took {held} B from the backend for a reader that read {slow_read} B")
+        # The slow stream, once read at full speed, is still byte-exact.
+        slow.recv_count(stream_bytes - slow_read)
+        slow.finish()
+        slow.tally.check_against(b.wait_closed(slow.id))
+
+
+def reload_changes_backends_without_dropping_connections(w):
+    port = free_port()
+    with backends(["127.0.0.1:0", "127.0.0.1:0"]) as (b,):
+        a_end, b_end = b.endpoint(0), b.endpoint(1)
+        cfg = base_config(w, services=[proxy_service(port, [a_end], balance="round_robin")])
+        with running(w, cfg) as d:
+            rng = random.Random(9)
+
+            def open_clients(n):
+                clients = [BlockingClient("127.0.0.1", port) for _ in range(n)]
+                for c in clients:
+                    c.echo(rng.randbytes(rng.randint(1, 100000)))
+                return clients
+
+            def finish_clients(clients):
+                for c in clients:
+                    c.echo(rng.randbytes(rng.randint(1, 300000)))
+                    c.send(op("S", 1 << 20))
+                    c.recv_count(1 << 20)
+                    c.finish()
+                    c.tally.check_against(b.wait_closed(c.id))
+                return [b.closed[c.id]["port"] for c in clients]
+
+            before_add = open_clients(8)
+            check_eq({b.hellos[c.id]["port"] for c in before_add}, {b.ports[0]}, "first set: only A")
+            cfg["services"][0]["backends"] = [a_end, b_end]
+            w.write_config(cfg)
+            ok(d.request("reload"), "reload adding B")
+            check_eq(set(finish_clients(before_add)), {b.ports[0]}, "established on A finish on A")
+            after_add = open_clients(8)
+            check_eq({b.hellos[c.id]["port"] for c in after_add}, set(b.ports), "new ones on both A and B")
+
+            cfg["services"][0]["backends"] = [b_end]
+            w.write_config(cfg)
+            ok(d.request("reload"), "reload removing A")
+            finish_clients(after_add)
+            after_remove = open_clients(8)
+            check_eq({b.hellos[c.id]["port"] for c in after_remove}, {b.ports[1]}, "after removal: only B")
+            finish_clients(after_remove)
+
+            m = wait_idle(d)
+            check_eq(m.value("ferry_proxy_connections_total", service="web"), 24, "connections_total")
+            check_eq(m.value("ferry_proxy_resets_total", service="web"), 0, "no connection was reset")
+
+
+def service_max_connections_refuses_the_next_and_counts_it(w):
+    limit = 4
+    port = free_port()
+    with backends(["127.0.0.1:0"]) as (b,):
+        service = proxy_service(port, [b.endpoint()], max_connections=limit)
+        with running(w, base_config(w, services=[service])) as d:
+            admitted = [BlockingClient("127.0.0.1", port) for _ in range(limit)]
+            for c in admitted:
+                c.echo(b"admitted")
+            end, extra_id = refused_end("127.0.0.1", port)
+            check_eq(end, "reset", f"connection {limit + 1} over max_connections")
+            check(extra_id not in b.hellos, "the refused connection never reached the backend")
+            m = Metrics(d)
+            check_eq(m.value("ferry_proxy_connections_refused_total", service="web", reason="service_limit"), 1,
+                     "refused{service_limit}")
+            check_eq(m.value("ferry_proxy_connections_active", service="web"), limit, "active at the cap")
+            admitted.pop().finish()
+            wait_until(lambda: Metrics(d).value("ferry_proxy_connections_active", service="web") == limit - 1,
+                       10, "a slot freed")
+            again = BlockingClient("127.0.0.1", port)
+            again.echo(b"fits again")
+            again.finish()
+            for c in admitted:
+                c.finish()
+            m = wait_idle(d)
+            check_eq(m.value("ferry_proxy_connections_total", service="web"), limit + 1, "admitted in total")
+            check_eq(m.value("ferry_proxy_connections_refused_total", service="web"), 1, "refused in total")
+
+
+def global_max_connections_caps_all_services_together(w):
+    ports = [free_port(), free_port()]
+    with backends(["127.0.0.1:0"]) as (b,):
+        services = [proxy_service(ports[0], [b.endpoint()], name="one"),
+                    proxy_service(ports[1], [b.endpoint()], name="two")]
+        cfg = base_config(w, services=services, tcp={"proxy": {"max_connections": 3}})
+        with running(w, cfg) as d:
+            admitted = [BlockingClient("127.0.0.1", p) for p in (ports[0], ports[1], ports[0])]
+            for c in admitted:
+                c.echo(b"in")
+            end, _ = refused_end("127.0.0.1", ports[1])
+            check_eq(end, "reset", "the fourth connection over tcp.proxy.max_connections")
+            m = Metrics(d)
+            check_eq(m.value("ferry_proxy_connections_refused_total", service="two", reason="global_limit"), 1,
+                     "refused{two, global_limit}")
+            for c in admitted:
+                c.finish()
+
+
+if __name__ == "__main__":
+    run_tests([forwarding_is_byte_exact_for_256_connections,
+               forwarding_is_byte_exact_with_bundles_off,
+               forwarding_is_byte_exact_with_incremental_off,
+               forwarding_over_ipv6_is_byte_exact,
+               slow_reader_keeps_rss_bounded_and_others_at_full_speed,
+               reload_changes_backends_without_dropping_connections,
+               service_max_connections_refuses_the_next_and_counts_it,
+               global_max_connections_caps_all_services_together])

@@ -1,0 +1,256 @@
+#!/usr/bin/env python3
+"""TCP semantics and failures through the real daemon's proxy: half-close both ways, resets
+propagated both ways, the idle timeout, connect refused with a retry on the other backend, a
+backend killed mid-stream, every backend down, and a backend that stops reading."""
+import random
+import socket
+import threading
+import time
+
+from harness import base_config, check, check_eq, ok, run_tests, running, wait_until
+from proxy_peers import (Backend, BlockingClient, Metrics, backends, closed_port, free_port, op,
+                         proxy_service, proxy_to_one_backend, read_rss_bytes, refused_end)
+
+
+def active(d, service="web"):
+    return Metrics(d).value("ferry_proxy_connections_active", service=service)
+
+
+def wait_no_active(d, service="web", timeout_s=10.0):
+    wait_until(lambda: active(d, service) == 0, timeout_s, "no open proxied connection", interval=0.05)
+
+
+def client_half_close_reaches_backend_and_response_still_arrives(w):
+    with proxy_to_one_backend(w) as (d, b, port):
+        c = BlockingClient("127.0.0.1", port)
+        c.echo(random.Random(1).randbytes(70000))
+        # W: the backend answers only after it has seen our FIN, so the answer proves the
+        # FIN crossed the proxy while the backend->client direction stayed open.
+        c.send(op("W", 300000))
+        c.send(b"trailing bytes before the FIN")
+        c.sock.shutdown(socket.SHUT_WR)
+        c.recv_count(300000)
+        end, _ = c.wait_end()
+        check_eq(end, "eof", "after the response")
+        c.close()
+        record = b.wait_closed(c.id)
+        check_eq(record["end"], "eof", "backend saw the client's FIN")
+        c.tally.check_against(record)
+        wait_no_active(d)
+
+
+def backend_half_close_reaches_client_and_upload_continues(w):
+    with proxy_to_one_backend(w) as (d, b, port):
+        c = BlockingClient("127.0.0.1", port)
+        c.send(op("F", 100000))
+        c.recv_count(100000)
+        end, _ = c.wait_end()
+        check_eq(end, "eof", "the backend's FIN reaches the client")
+        c.send(random.Random(2).randbytes(2 << 20))
+        c.sock.shutdown(socket.SHUT_WR)
+        record = b.wait_closed(c.id)
+        check_eq(record["end"], "eof", "backend read the upload to the client's FIN")
+        c.tally.check_against(record)
+        c.close()
+        wait_no_active(d)
+
+
+def backend_reset_reaches_client(w):
+    with proxy_to_one_backend(w) as (d, b, port):
+        c = BlockingClient("127.0.0.1", port)
+        c.echo(b"before the reset")
+        c.send(op("R", 0))
+        end, seconds = c.wait_end(timeout_s=5)
+        check_eq(end, "reset", "client sees the backend's RST as ECONNRESET")
+        check(seconds < 2.0, f"reset took {seconds:.2f}s")
+        c.close()
+        check_eq(b.wait_closed(c.id)["end"], "sent_reset", "backend reset")
+        wait_no_active(d)
+        check_eq(Metrics(d).value("ferry_proxy_resets_total", service="web"), 1, "resets_total")
+
+
+def client_reset_reaches_backend(w):
+    with proxy_to_one_backend(w) as (d, b, port):
+        c = BlockingClient("127.0.0.1", port)
+        c.send(op("T"))
+        b.wait_hello(c.id)
+        started = time.monotonic()
+        c.reset()
+        record = b.wait_closed(c.id, timeout_s=5)
+        check_eq(record["end"], "reset", "backend sees the client's RST as ECONNRESET, not a FIN")
+        check(time.monotonic() - started < 2.0, "reset propagated promptly")
+        wait_no_active(d)
+        check_eq(Metrics(d).value("ferry_proxy_resets_total", service="web"), 1, "resets_total")
+
+
+def idle_timeout_resets_the_idle_connection_only(w):
+    idle_ms = 400
+    with proxy_to_one_backend(w, tcp={"proxy": {"idle_timeout_ms": idle_ms}}) as (d, b, port):
+        idle = BlockingClient("127.0.0.1", port)
+        idle.send(op("T"))
+        b.wait_hello(idle.id)
+        busy = BlockingClient("127.0.0.1", port)
+        end_holder = {}
+        waiter = threading.Thread(target=lambda: end_holder.update(end=idle.wait_end(timeout_s=5)))
+        waiter.start()
+        # The busy connection talks every 100 ms for three idle periods and must survive.
+        deadline = time.monotonic() + 3 * idle_ms / 1000
+        while time.monotonic() < deadline:
+            busy.echo(b"still here")
+            time.sleep(0.1)
+        waiter.join(timeout=10)
+        end, seconds = end_holder["end"]
+        check_eq(end, "reset", "idle client is reset")
+        check(0.8 * idle_ms / 1000 <= seconds <= idle_ms / 1000 + 1.5,
+              f"reset {seconds:.2f}s after the last byte, idle_timeout_ms {idle_ms}")
+        record = b.wait_closed(idle.id, timeout_s=5)
+        check_eq(record["end"], "reset", "idle backend side is reset")
+        idle.close()
+        busy.echo(b"after the idle one went")
+        busy.finish()
+        busy.tally.check_against(b.wait_closed(busy.id))
+        m = Metrics(d)
+        check_eq(m.value("ferry_proxy_idle_timeouts_total", service="web"), 1, "idle_timeouts_total")
+
+
+def connect_refused_retries_on_the_other_backend(w):
+    port = free_port()
+    dead = closed_port()
+    try:
+        dead_end = f"127.0.0.1:{dead.getsockname()[1]}"
+        with backends(["127.0.0.1:0"]) as (b,):
+            service = proxy_service(port, [dead_end, b.endpoint()], balance="round_robin")
+            with running(w, base_config(w, services=[service])) as d:
+                rng = random.Random(3)
+                for _ in range(8):
+                    c = BlockingClient("127.0.0.1", port)
+                    c.echo(rng.randbytes(rng.randint(1, 200000)))
+                    c.finish()
+                    c.tally.check_against(b.wait_closed(c.id))
+                wait_no_active(d)
+                m = Metrics(d)
+                retries = m.value("ferry_proxy_retries_total", service="web")
+                failures = m.value("ferry_proxy_backend_connect_failures_total", backend=dead_end)
+                check(retries >= 1, f"round robin over two backends put some first attempts on the dead one: {retries}")
+                check_eq(retries, failures, "every retry follows a connect failure on the closed port")
+                check_eq(m.value("ferry_proxy_backend_connections_total", backend=b.endpoint()), 8,
+                         "all eight landed on the live backend")
+                check_eq(m.value("ferry_proxy_backend_connections_total", backend=dead_end), 0, "none on the dead one")
+                check_eq(m.value("ferry_proxy_connections_failed_total", service="web"), 0, "none failed")
+    finally:
+        dead.close()
+
+
+def backend_killed_mid_stream_ends_client_promptly(w):
+    port = free_port()
+    victim = Backend()
+    try:
+        with running(w, base_config(w, services=[proxy_service(port, [victim.endpoint()])])) as d:
+            c = BlockingClient("127.0.0.1", port)
+            c.send(op("S", 1 << 30))
+            c.recv_count(1 << 20)
+            victim.kill()
+            end, seconds = c.wait_end(timeout_s=10)
+            check(end in ("reset", "eof"), f"client sees the end of the stream, got {end}")
+            check(seconds < 5.0, f"client waited {seconds:.2f}s")
+            check(c.tally.in_bytes < 1 << 30, "stream cut short")
+            c.close()
+            wait_no_active(d, timeout_s=5)
+            check_eq(ok(d.request("status"))["tcp"]["running"], True, "daemon still serving")
+            # A new client now finds no backend: turned away, counted failed, nothing hangs.
+            end, _ = refused_end("127.0.0.1", port)
+            check_eq(end, "reset", "client of a service whose only backend is gone")
+    finally:
+        victim.stop()
+
+
+def all_backends_down_resets_client_and_counts_failed(w):
+    port = free_port()
+    dead = [closed_port(), closed_port()]
+    try:
+        ends = [f"127.0.0.1:{s.getsockname()[1]}" for s in dead]
+        with running(w, base_config(w, services=[proxy_service(port, ends)])) as d:
+            for attempt in (1, 2):
+                started = time.monotonic()
+                end, _ = refused_end("127.0.0.1", port)
+                check_eq(end, "reset", f"client {attempt} with every backend down")
+                check(time.monotonic() - started < 3.0, "turned away promptly (refused, not timed out)")
+            wait_no_active(d)
+            m = Metrics(d)
+            check_eq(m.value("ferry_proxy_connections_failed_total", service="web"), 2, "failed_total")
+            failures = sum(m.value("ferry_proxy_backend_connect_failures_total", backend=e) for e in ends)
+            check(failures >= 4, f"each client tried both backends: {failures} connect failures")
+            check_eq(m.value("ferry_proxy_retries_total", service="web"), failures - 2,
+                     "retries = attempts after the first")
+    finally:
+        for s in dead:
+            s.close()
+
+
+def stalled_upload(d, port, b, seconds=3.0):
+    """Opens a connection to a backend that reads nothing and pushes into it for `seconds`;
+    returns (client, bytes accepted, ferryd RSS growth)."""
+    warm = BlockingClient("127.0.0.1", port)
+    warm.echo(random.Random(4).randbytes(1 << 20))
+    warm.finish()
+    baseline_rss = read_rss_bytes(d.proc.pid)
+    c = BlockingClient("127.0.0.1", port)
+    c.send(op("Z"))
+    b.wait_hello(c.id)
+    c.sock.settimeout(0.5)
+    piece = bytes(64 << 10)
+    sent = 0
+    peak_rss = baseline_rss
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and sent < 256 << 20:
+        try:
+            sent += c.sock.send(piece)
+        except socket.timeout:
+            pass
+        peak_rss = max(peak_rss, read_rss_bytes(d.proc.pid))
+    return c, sent, peak_rss - baseline_rss
+
+
+def backend_that_stops_reading_bounds_the_upload(w):
+    with proxy_to_one_backend(w) as (d, b, port):
+        c, sent, growth = stalled_upload(d, port, b)
+        print(f"  client got {sent} B into a backend that reads nothing; ferryd RSS growth "
+              f"{growth / 2**20:.1f} MiB", flush=True)
+        check(sent < 64 << 20, f"the upload was not held back: {sent} B accepted")
+        check(growth < 64 << 20, f"ferryd RSS grew {growth} B")
+        c.close()
+
+
+def client_reset_reaches_backend_while_its_direction_is_paused(w):
+    with proxy_to_one_backend(w) as (d, b, port):
+        c, _, _ = stalled_upload(d, port, b, seconds=1.5)
+        c.reset()
+        record = b.wait_closed(c.id, timeout_s=5)
+        check_eq(record["end"], "reset", "the stalled backend is reset when the client resets")
+        wait_no_active(d, timeout_s=5)
+
+
+def backend_reset_reaches_client_while_its_direction_is_paused(w):
+    with proxy_to_one_backend(w) as (d, b, port):
+        c = BlockingClient("127.0.0.1", port, timeout_s=15)
+        c.send(op("P", 256 << 20))  # we read nothing: the backend resets after a 1 s stall
+        record = b.wait_closed(c.id, timeout_s=15)
+        check_eq(record["end"], "sent_reset", "backend gave up on the stalled stream")
+        wait_no_active(d, timeout_s=5)
+        end, _ = c.wait_end(timeout_s=10)
+        check_eq(end, "reset", "client reads what was forwarded, then the reset")
+        c.close()
+
+
+if __name__ == "__main__":
+    run_tests([client_half_close_reaches_backend_and_response_still_arrives,
+               backend_half_close_reaches_client_and_upload_continues,
+               backend_reset_reaches_client,
+               client_reset_reaches_backend,
+               idle_timeout_resets_the_idle_connection_only,
+               connect_refused_retries_on_the_other_backend,
+               backend_killed_mid_stream_ends_client_promptly,
+               all_backends_down_resets_client_and_counts_failed,
+               backend_that_stops_reading_bounds_the_upload,
+               client_reset_reaches_backend_while_its_direction_is_paused,
+               backend_reset_reaches_client_while_its_direction_is_paused])
