@@ -314,6 +314,31 @@ def closed_port(host="127.0.0.1"):
     return s
 
 
+class BlackholePort:
+    """A loopback listener whose accept queue is full (backlog 0, one connection never accepted),
+    so the kernel drops further SYNs: a connect to it neither succeeds nor is refused."""
+
+    def __init__(self):
+        self.listener = socket.socket()
+        self.listener.bind(("127.0.0.1", 0))
+        self.listener.listen(0)
+        self.port = self.listener.getsockname()[1]
+        self.fillers = []
+        for _ in range(2):
+            s = socket.socket()
+            s.setblocking(False)
+            s.connect_ex(("127.0.0.1", self.port))
+            self.fillers.append(s)
+
+    def endpoint(self):
+        return f"127.0.0.1:{self.port}"
+
+    def close(self):
+        for s in self.fillers:
+            s.close()
+        self.listener.close()
+
+
 def free_port(host="127.0.0.1"):
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     with socket.socket(family, socket.SOCK_STREAM) as s:
@@ -607,6 +632,19 @@ class Metrics:
             raise AssertionError(f"metric family {name} not exported")
         return sum(v for n, l, v in self.samples
                    if n == name and all(l.get(k) == str(want) for k, want in labels.items()))
+
+
+def wait_idle(daemon, service="web", timeout_s=10.0):
+    """Waits until the service has no open proxied connection; returns that scrape."""
+    from harness import wait_until
+    box = {}
+
+    def idle():
+        box["m"] = Metrics(daemon)
+        return box["m"].value("ferry_proxy_connections_active", service=service) == 0
+
+    wait_until(idle, timeout_s, f"ferry_proxy_connections_active{{service={service}}} == 0", interval=0.05)
+    return box["m"]
 
 
 if __name__ == "__main__":

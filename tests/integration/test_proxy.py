@@ -4,27 +4,16 @@ ways on 256 connections (also with bundles or incremental rings forced off), IPv
 that must not grow the daemon or slow others, reloads that change backends under live
 connections, the per-service accept limit, and the ferry_proxy_* counters matching the bytes."""
 import random
+import socket
 import threading
 import time
 
 from harness import base_config, check, check_eq, ok, run_tests, running, wait_until
 from proxy_peers import (BlockingClient, Metrics, backends, free_port, op, proxy_service,
-                         proxy_to_one_backend, random_plan, read_rss_bytes, refused_end, run_many)
+                         proxy_to_one_backend, random_plan, read_rss_bytes, refused_end, run_many, wait_idle)
 
 CONNECTIONS = 256
 STEPS_PER_CONNECTION = 4
-
-
-def wait_idle(d, service="web", timeout_s=10.0):
-    """Waits until the service has no open proxied connection; returns that scrape."""
-    box = {}
-
-    def idle():
-        box["m"] = Metrics(d)
-        return box["m"].value("ferry_proxy_connections_active", service=service) == 0
-
-    wait_until(idle, timeout_s, f"ferry_proxy_connections_active{{service={service}}} == 0", interval=0.05)
-    return box["m"]
 
 
 def check_byte_exact_many(w, seed, env=None, tcp=None):
@@ -190,6 +179,91 @@ def reload_changes_backends_without_dropping_connections(w):
             check_eq(m.value("ferry_proxy_resets_total", service="web"), 0, "no connection was reset")
 
 
+def service_removal_drains_then_resets_open_connections(w):
+    drain_ms = 1000
+    port, echo_port = free_port(), free_port()
+    with backends(["127.0.0.1:0"]) as (b,):
+        echo = {"name": "echo", "vip": "127.0.0.1", "port": echo_port, "protocols": ["tcp"], "mode": "echo"}
+        cfg = base_config(w, services=[proxy_service(port, [b.endpoint()]), echo],
+                          tcp={"proxy": {"drain_timeout_ms": drain_ms}})
+        with running(w, cfg) as d:
+            finishing, lingering = BlockingClient("127.0.0.1", port), BlockingClient("127.0.0.1", port)
+            finishing.echo(b"open before the reload")
+            lingering.echo(b"open before the reload")
+            cfg["services"] = [echo]
+            w.write_config(cfg)
+            reload_result = {}
+            reloader = threading.Thread(target=lambda: reload_result.update(r=d.request("reload")))
+            removed_at = time.monotonic()
+            reloader.start()
+            wait_until(lambda: socket_refused(port), 5, "the removed service's listener closed")
+            finishing.echo(b"still forwarded while draining")
+            finishing.send(op("S", 1 << 20))
+            finishing.recv_count(1 << 20)
+            finishing.finish()
+            finishing.tally.check_against(b.wait_closed(finishing.id))
+            end, _ = lingering.wait_end(timeout_s=drain_ms / 1000 + 5)
+            reset_after = time.monotonic() - removed_at
+            check_eq(end, "reset", "a connection still open when the drain time is up")
+            check(drain_ms / 1000 * 0.9 <= reset_after <= drain_ms / 1000 + 2.0,
+                  f"reset {reset_after:.2f}s after the reload, drain_timeout_ms {drain_ms}")
+            check_eq(b.wait_closed(lingering.id)["end"], "reset", "its backend side reset too")
+            lingering.close()
+            reloader.join(timeout=10)
+            ok(reload_result["r"], "reload removing the proxy service")
+
+
+def socket_refused(port):
+    with socket.socket() as s:
+        return s.connect_ex(("127.0.0.1", port)) != 0
+
+
+def landing_ports(b, clients):
+    return [b.wait_hello(c.id)["port"] for c in clients]
+
+
+def sequential_landings(b, port, count):
+    """Opens `count` connections one after another, each finished before the next; returns the
+    backend port each landed on."""
+    clients = []
+    for _ in range(count):
+        c = BlockingClient("127.0.0.1", port)
+        c.echo(b"which backend?")
+        c.finish()
+        clients.append(c)
+    return landing_ports(b, clients)
+
+
+def balance_policies_pick_backends_as_documented(w):
+    port = free_port()
+    with backends(["127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"]) as (b,):
+        ends = [b.endpoint(i) for i in range(3)]
+        cfg = base_config(w, services=[proxy_service(port, ends[:2], balance="round_robin")])
+        with running(w, cfg) as d:
+            got = sequential_landings(b, port, 4)
+            check_eq(sorted(got), sorted(b.ports[:2] * 2), f"round robin over two backends: {got}")
+
+            cfg["services"][0]["balance"] = "least_connections"
+            w.write_config(cfg)
+            ok(d.request("reload"), "reload to least_connections")
+            first = BlockingClient("127.0.0.1", port)
+            first.echo(b"held")
+            second = BlockingClient("127.0.0.1", port)
+            second.echo(b"held")
+            a, c = landing_ports(b, [first, second])
+            check(a != c, f"least_connections puts the second open connection on the other backend: {a} {c}")
+            first.finish()
+            second.finish()
+
+            cfg["services"][0]["balance"] = "maglev"
+            cfg["services"][0]["backends"] = ends
+            w.write_config(cfg)
+            ok(d.request("reload"), "reload to maglev over three")
+            got = sequential_landings(b, port, 6)
+            check_eq(len(set(got)), 1, f"maglev keeps one client address on one backend: {got}")
+            wait_idle(d)
+
+
 def service_max_connections_refuses_the_next_and_counts_it(w):
     limit = 4
     port = free_port()
@@ -245,5 +319,7 @@ if __name__ == "__main__":
                forwarding_over_ipv6_is_byte_exact,
                slow_reader_keeps_rss_bounded_and_others_at_full_speed,
                reload_changes_backends_without_dropping_connections,
+               service_removal_drains_then_resets_open_connections,
+               balance_policies_pick_backends_as_documented,
                service_max_connections_refuses_the_next_and_counts_it,
                global_max_connections_caps_all_services_together])

@@ -7,17 +7,10 @@ import socket
 import threading
 import time
 
-from harness import base_config, check, check_eq, ok, run_tests, running, wait_until
-from proxy_peers import (Backend, BlockingClient, Metrics, backends, closed_port, free_port, op,
-                         proxy_service, proxy_to_one_backend, read_rss_bytes, refused_end)
-
-
-def active(d, service="web"):
-    return Metrics(d).value("ferry_proxy_connections_active", service=service)
-
-
-def wait_no_active(d, service="web", timeout_s=10.0):
-    wait_until(lambda: active(d, service) == 0, timeout_s, "no open proxied connection", interval=0.05)
+from harness import base_config, check, check_eq, ok, run_tests, running
+from proxy_peers import (Backend, BlackholePort, BlockingClient, Metrics, backends, closed_port,
+                         free_port, op, proxy_service, proxy_to_one_backend, read_rss_bytes,
+                         refused_end, wait_idle)
 
 
 def client_half_close_reaches_backend_and_response_still_arrives(w):
@@ -36,7 +29,7 @@ def client_half_close_reaches_backend_and_response_still_arrives(w):
         record = b.wait_closed(c.id)
         check_eq(record["end"], "eof", "backend saw the client's FIN")
         c.tally.check_against(record)
-        wait_no_active(d)
+        wait_idle(d)
 
 
 def backend_half_close_reaches_client_and_upload_continues(w):
@@ -52,7 +45,7 @@ def backend_half_close_reaches_client_and_upload_continues(w):
         check_eq(record["end"], "eof", "backend read the upload to the client's FIN")
         c.tally.check_against(record)
         c.close()
-        wait_no_active(d)
+        wait_idle(d)
 
 
 def backend_reset_reaches_client(w):
@@ -65,7 +58,7 @@ def backend_reset_reaches_client(w):
         check(seconds < 2.0, f"reset took {seconds:.2f}s")
         c.close()
         check_eq(b.wait_closed(c.id)["end"], "sent_reset", "backend reset")
-        wait_no_active(d)
+        wait_idle(d)
         check_eq(Metrics(d).value("ferry_proxy_resets_total", service="web"), 1, "resets_total")
 
 
@@ -79,7 +72,7 @@ def client_reset_reaches_backend(w):
         record = b.wait_closed(c.id, timeout_s=5)
         check_eq(record["end"], "reset", "backend sees the client's RST as ECONNRESET, not a FIN")
         check(time.monotonic() - started < 2.0, "reset propagated promptly")
-        wait_no_active(d)
+        wait_idle(d)
         check_eq(Metrics(d).value("ferry_proxy_resets_total", service="web"), 1, "resets_total")
 
 
@@ -127,7 +120,7 @@ def connect_refused_retries_on_the_other_backend(w):
                     c.echo(rng.randbytes(rng.randint(1, 200000)))
                     c.finish()
                     c.tally.check_against(b.wait_closed(c.id))
-                wait_no_active(d)
+                wait_idle(d)
                 m = Metrics(d)
                 retries = m.value("ferry_proxy_retries_total", service="web")
                 failures = m.value("ferry_proxy_backend_connect_failures_total", backend=dead_end)
@@ -139,6 +132,36 @@ def connect_refused_retries_on_the_other_backend(w):
                 check_eq(m.value("ferry_proxy_connections_failed_total", service="web"), 0, "none failed")
     finally:
         dead.close()
+
+
+def connect_timeout_retries_on_the_other_backend(w):
+    timeout_ms = 300
+    port = free_port()
+    hole = BlackholePort()
+    try:
+        with backends(["127.0.0.1:0"]) as (b,):
+            service = proxy_service(port, [hole.endpoint(), b.endpoint()], balance="round_robin")
+            cfg = base_config(w, services=[service], tcp={"proxy": {"connect_timeout_ms": timeout_ms}})
+            with running(w, cfg) as d:
+                waits = []
+                for _ in range(4):
+                    started = time.monotonic()
+                    c = BlockingClient("127.0.0.1", port)
+                    c.echo(b"after a connect timeout, maybe")
+                    waits.append(time.monotonic() - started)
+                    c.finish()
+                    c.tally.check_against(b.wait_closed(c.id))
+                m = wait_idle(d)
+                timeouts = m.value("ferry_proxy_backend_connect_failures_total", backend=hole.endpoint())
+                check(timeouts >= 1, f"round robin tried the unanswering backend: {timeouts}")
+                check_eq(m.value("ferry_proxy_retries_total", service="web"), timeouts, "each timeout retried")
+                check_eq(m.value("ferry_proxy_backend_connections_total", backend=b.endpoint()), 4,
+                         "all four on the live backend")
+                slow = sorted(waits)[-int(timeouts):]
+                check(all(timeout_ms / 1000 * 0.9 <= s < timeout_ms / 1000 + 2.0 for s in slow),
+                      f"a retried client waited about connect_timeout_ms: {waits}")
+    finally:
+        hole.close()
 
 
 def backend_killed_mid_stream_ends_client_promptly(w):
@@ -155,7 +178,7 @@ def backend_killed_mid_stream_ends_client_promptly(w):
             check(seconds < 5.0, f"client waited {seconds:.2f}s")
             check(c.tally.in_bytes < 1 << 30, "stream cut short")
             c.close()
-            wait_no_active(d, timeout_s=5)
+            wait_idle(d, timeout_s=5)
             check_eq(ok(d.request("status"))["tcp"]["running"], True, "daemon still serving")
             # A new client now finds no backend: turned away, counted failed, nothing hangs.
             end, _ = refused_end("127.0.0.1", port)
@@ -175,7 +198,7 @@ def all_backends_down_resets_client_and_counts_failed(w):
                 end, _ = refused_end("127.0.0.1", port)
                 check_eq(end, "reset", f"client {attempt} with every backend down")
                 check(time.monotonic() - started < 3.0, "turned away promptly (refused, not timed out)")
-            wait_no_active(d)
+            wait_idle(d)
             m = Metrics(d)
             check_eq(m.value("ferry_proxy_connections_failed_total", service="web"), 2, "failed_total")
             failures = sum(m.value("ferry_proxy_backend_connect_failures_total", backend=e) for e in ends)
@@ -227,7 +250,7 @@ def client_reset_reaches_backend_while_its_direction_is_paused(w):
         c.reset()
         record = b.wait_closed(c.id, timeout_s=5)
         check_eq(record["end"], "reset", "the stalled backend is reset when the client resets")
-        wait_no_active(d, timeout_s=5)
+        wait_idle(d, timeout_s=5)
 
 
 def backend_reset_reaches_client_while_its_direction_is_paused(w):
@@ -236,7 +259,7 @@ def backend_reset_reaches_client_while_its_direction_is_paused(w):
         c.send(op("P", 256 << 20))  # we read nothing: the backend resets after a 1 s stall
         record = b.wait_closed(c.id, timeout_s=15)
         check_eq(record["end"], "sent_reset", "backend gave up on the stalled stream")
-        wait_no_active(d, timeout_s=5)
+        wait_idle(d, timeout_s=5)
         end, _ = c.wait_end(timeout_s=10)
         check_eq(end, "reset", "client reads what was forwarded, then the reset")
         c.close()
@@ -249,6 +272,7 @@ if __name__ == "__main__":
                client_reset_reaches_backend,
                idle_timeout_resets_the_idle_connection_only,
                connect_refused_retries_on_the_other_backend,
+               connect_timeout_retries_on_the_other_backend,
                backend_killed_mid_stream_ends_client_promptly,
                all_backends_down_resets_client_and_counts_failed,
                backend_that_stops_reading_bounds_the_upload,
