@@ -38,8 +38,15 @@ void raise_tx_budget(const xsk::XskSocket& socket, std::uint32_t tx_entries) {
 constexpr auto kStaleRefreshPeriod = std::chrono::seconds(30);
 
 std::shared_ptr<const ConfigTables> build_config_tables(const config::Config& config,
-                                                        const FastpathLayout& layout) {
-  packet::ServiceTable services = packet::build_service_table(config.services);
+                                                        const FastpathLayout& layout,
+                                                        const FastpathHooks& hooks) {
+  packet::ServiceTableOptions options;
+  if (hooks.backend_up) {
+    options.backend_up = [&hooks](const config::ServiceConfig& s, const net::Endpoint& b) {
+      return hooks.backend_up(s.name, b);
+    };
+  }
+  packet::ServiceTable services = packet::build_service_table(config.services, options);
   packet::RouteTable routes = packet::RouteTable::build(
       config.routes, [&layout](std::string_view name) { return layout.slot_of(name); });
   return std::make_shared<const ConfigTables>(ConfigTables{std::move(services), std::move(routes)});
@@ -96,18 +103,19 @@ void FastpathPlane::check_tables(const config::Config& config) {
     port.ifname = iface.name;
     names.ports.push_back(std::move(port));
   }
-  build_config_tables(config, names);
+  build_config_tables(config, names, {});
 }
 
 FastpathPlane::FastpathPlane(boost::asio::io_context& io, metrics::Registry& registry,
                              XskMapFds maps, const config::Config& config, FastpathHooks hooks)
     : io_(io),
       xdp_config_(config.xdp),
+      config_(config),
       layout_(resolve_layout(config.xdp, system_interface_facts())),
       hooks_(std::move(hooks)),
       ifslots_fd_(dup_map_fd(maps.ifslots, "ifslots")),
       xsks_fd_(dup_map_fd(maps.xsks, "xsks")),
-      config_tables_(build_config_tables(config, layout_)),
+      config_tables_(build_config_tables(config, layout_, hooks_)),
       wake_fd_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)),
       housekeeping_timer_(io) {
   if (!wake_fd_) throw std::system_error(errno, std::generic_category(), "eventfd");
@@ -292,7 +300,15 @@ bool FastpathPlane::serves_layout_of(const config::XdpConfig& xdp) const {
 }
 
 void FastpathPlane::apply(const config::Config& config) {
-  auto tables = build_config_tables(config, layout_);
+  auto tables = build_config_tables(config, layout_, hooks_);
+  config_ = config;
+  config_tables_ = tables;
+  publish(std::move(tables), watch_->tables());
+}
+
+void FastpathPlane::refresh_backends() {
+  // The running config built once already, so only the hook's answers differ.
+  auto tables = build_config_tables(config_, layout_, hooks_);
   config_tables_ = tables;
   publish(std::move(tables), watch_->tables());
 }

@@ -38,6 +38,9 @@ struct FastpathHooks {
   // Called on each worker thread as it starts, with the worker's name ("xdp-0"): returns what
   // the worker calls to show it is alive (at least every 250 ms, idle or not).
   std::function<std::function<void()>(const std::string& name)> enroll_heartbeat;
+  // Whether `backend` of UDP service `service` may take new flows (health checks); null: all may.
+  // Read on the control thread whenever the tables are built.
+  std::function<bool(const std::string& service, const net::Endpoint& backend)> backend_up;
 };
 
 class FastpathPlane {
@@ -63,6 +66,10 @@ class FastpathPlane {
   // Builds the tables for `config` without publishing them: the check a reload runs before it
   // changes anything. Throws std::invalid_argument like apply().
   static void check_tables(const config::Config& config);
+  // Rebuilds the services table from the running config with hooks.backend_up as it reads now and
+  // publishes it: a backend that went down leaves its service's Maglev table (only its flows
+  // move), one that came back returns to its old slots.
+  void refresh_backends();
 
   // Adds the sockets' bind info to XdpPlane::status()["interfaces"][] and a "fastpath" object.
   void annotate_status(nlohmann::json& xdp_status) const;
@@ -93,6 +100,7 @@ class FastpathPlane {
 
   boost::asio::io_context& io_;
   config::XdpConfig xdp_config_;
+  config::Config config_;  // the running config, for refresh_backends()
   FastpathLayout layout_;
   FastpathHooks hooks_;
   UniqueFd ifslots_fd_;

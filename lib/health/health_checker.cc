@@ -149,33 +149,6 @@ std::vector<BackendHealth> HealthChecker::snapshot() const {
   return out;
 }
 
-void HealthChecker::collect(metrics::SnapshotBuilder& out) const {
-  for (const auto& e : board_.snapshot()) {
-    out.gauge("ferry_backend_up",
-              "1 if the backend may receive new traffic (health checks passing, or none "
-              "configured), 0 if its checks marked it down.",
-              {{"service", e.service}, {"backend", e.backend.to_string()}}, e.up ? 1 : 0);
-  }
-  for (const auto& h : snapshot()) {
-    std::string backend = h.backend.to_string();
-    for (std::size_t r = 0; r < kCheckResults; ++r) {
-      out.counter("ferry_health_checks_total", "Health checks by how they ended.",
-                  {{"service", h.service},
-                   {"backend", backend},
-                   {"result", std::string(to_string(static_cast<CheckResult>(r)))}},
-                  static_cast<double>(h.checks[r]));
-    }
-    out.counter("ferry_health_transitions_total",
-                "Backend state changes made by health checks, by the state entered.",
-                {{"service", h.service}, {"backend", backend}, {"to", "up"}},
-                static_cast<double>(h.went_up));
-    out.counter("ferry_health_transitions_total",
-                "Backend state changes made by health checks, by the state entered.",
-                {{"service", h.service}, {"backend", backend}, {"to", "down"}},
-                static_cast<double>(h.went_down));
-  }
-}
-
 std::uint64_t HealthChecker::random_below(std::uint64_t bound) {
   // splitmix64: cheap, and seeded per checker so tests can fix it.
   std::uint64_t z = (rng_state_ += 0x9e3779b97f4a7c15ULL);
@@ -318,7 +291,7 @@ void HealthChecker::finish(Probe& p, CheckResult result, std::string error, Cloc
     if (board_.set_up(service, p.target.backend, false)) ++v.went_down;
     log::notice("service {} backend {} down: {} ({} consecutive failures)", service,
                 p.backend_text, error, v.consecutive_failures);
-  } else if (!ok) {
+  } else if (!ok && v.up) {
     log::debug("service {} backend {} check failed: {} ({} of {})", service, p.backend_text, error,
                v.consecutive_failures, params.fall);
   }

@@ -21,7 +21,6 @@
 #include "lib/common/unique_fd.hh"
 #include "lib/config/config.hh"
 #include "lib/health/health_board.hh"
-#include "lib/metrics/registry.hh"
 
 namespace ferry::health {
 
@@ -87,11 +86,9 @@ class HealthChecker {
   // a board listener).
   void set_targets(std::vector<CheckTarget> targets);
 
-  // Every checked backend, ordered by (service, backend).
+  // Every checked backend, ordered by (service, backend); health_report.hh turns it into status
+  // and metrics.
   std::vector<BackendHealth> snapshot() const;
-  // ferry_backend_up for every backend on the board, ferry_health_checks_total and
-  // ferry_health_transitions_total for the checked ones.
-  void collect(metrics::SnapshotBuilder& out) const;
 
  private:
   struct Probe;

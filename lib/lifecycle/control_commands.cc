@@ -6,6 +6,7 @@
 
 #include "lib/common/log.hh"
 #include "lib/control/protocol.hh"
+#include "lib/health/health_report.hh"
 #include "lib/lifecycle/daemon_state.hh"
 #include "lib/metrics/prometheus.hh"
 
@@ -147,6 +148,7 @@ void Daemon::State::register_commands() {
                      {"services", config->services.size()},
                      {"tcp", tcp ? tcp->status() : json()},
                      {"routes", config->routes.size()},
+                     {"health", health::health_status(health, health_checker.get())},
                      {"workers", {{"total", beats.size()}, {"alive", alive}}},
                  };
                });
@@ -171,11 +173,20 @@ void Daemon::State::register_commands() {
   commands.add("services", Access::read, "configured services and their backends",
                [this](const json&, const control::Peer&) {
                  json out = json::array();
+                 std::map<std::pair<std::string, std::string>, json> health_of;
+                 json health_now = health::health_status(health, health_checker.get());
+                 for (auto& b : health_now["backends"]) {
+                   std::pair<std::string, std::string> key{b["service"], b["address"]};
+                   b.erase("service");
+                   health_of.emplace(std::move(key), std::move(b));
+                 }
                  for (const auto& svc : config->services) {
                    json backends = json::array();
                    for (const auto& b : svc.backends) {
-                     // Health checks arrive with the TCP proxy; until then state is unknown.
-                     backends.push_back({{"address", b.to_string()}, {"state", "unknown"}});
+                     auto it = health_of.find({svc.name, b.to_string()});
+                     backends.push_back(it != health_of.end()
+                                            ? it->second
+                                            : json{{"address", b.to_string()}, {"state", "unknown"}});
                    }
                    out.push_back({{"name", svc.name},
                                   {"vip", svc.vip.to_string()},
@@ -225,6 +236,7 @@ void Daemon::State::register_commands() {
 }
 
 void Daemon::State::collect(metrics::SnapshotBuilder& out) const {
+  health::collect_health(health, health_checker.get(), out);
   out.counter("ferry_config_reloads_total", "Successful configuration reloads.", {},
               static_cast<double>(reloads));
   out.counter("ferry_config_reload_failures_total",

@@ -154,6 +154,7 @@ int Daemon::run() {
   }
 
   s.notifier.stopping();
+  s.health_checker.reset();  // no more transitions (nor table rebuilds) while the planes go
   // Listeners and connections close on the control thread, which then runs dry and exits.
   boost::asio::post(s.io, [&s] {
     s.heartbeat_timer.cancel();

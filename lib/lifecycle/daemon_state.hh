@@ -2,6 +2,7 @@
 // daemon.cc (lifecycle) and control_commands.cc (what the control commands read and change).
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <memory>
 #include <optional>
@@ -15,6 +16,7 @@
 #include "lib/config/config.hh"
 #include "lib/fastpath/fastpath_plane.hh"
 #include "lib/health/health_board.hh"
+#include "lib/health/health_checker.hh"
 #include "lib/tcp/tcp_plane.hh"
 #include "lib/control/commands.hh"
 #include "lib/control/server.hh"
@@ -39,6 +41,11 @@ struct Daemon::State {
   // Brings the XDP program and the AF_XDP fast path in line with `next` (startup and reload);
   // see data_plane.cc for the order. Throws, leaving the caller to re-apply the running config.
   void apply_data_plane(const config::Config& next);
+  // Hands `next`'s checked backends to the health checker (started on first need) and drops
+  // removed backends from the board; part of apply_data_plane.
+  void apply_health(const config::Config& next);
+  // Rebuilds the fast path's tables after health transitions; posted to the control thread.
+  void refresh_backends();
   std::string summary() const;
   nlohmann::json tcp_control_listen() const;  // the bound address, or null when off
   void register_commands();
@@ -66,6 +73,9 @@ struct Daemon::State {
   // Backend up/down flags: written by the health checker, read by the fast path and the proxy,
   // so it outlives both.
   health::HealthBoard health;
+  // Writes `health`; created when a service first has health checks, stopped before the planes.
+  std::unique_ptr<health::HealthChecker> health_checker;
+  std::atomic<bool> backends_refresh_posted{false};  // coalesces transitions into one rebuild
   std::unique_ptr<xdp::XdpPlane> xdp;
   std::unique_ptr<fastpath::FastpathPlane> fastpath;  // uses xdp's maps: goes first
   std::unique_ptr<tcp::TcpPlane> tcp;  // io_uring workers and TCP services; started last

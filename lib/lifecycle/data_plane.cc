@@ -1,5 +1,8 @@
 // Applying a configuration to the data plane: the XDP program and maps, and the AF_XDP fast path,
 // in the order that keeps traffic flowing through a reload.
+#include <boost/asio/post.hpp>
+
+#include "lib/common/log.hh"
 #include "lib/lifecycle/daemon_state.hh"
 
 namespace ferry::lifecycle {
@@ -25,8 +28,46 @@ void Daemon::State::apply_data_plane(const config::Config& next) {
       std::shared_ptr<Heartbeat> beat = heartbeats.enroll(name, "xdp");
       return [beat] { beat->beat(); };
     };
+    // Down backends leave the Maglev tables; refresh_backends() rebuilds them on transitions.
+    hooks.backend_up = [this](const std::string& service, const net::Endpoint& backend) {
+      return health.state(service, backend)->up.load(std::memory_order_relaxed);
+    };
     fastpath = std::make_unique<fastpath::FastpathPlane>(
         io, registry, fastpath::XskMapFds{maps.ifslots, maps.xsks}, next, std::move(hooks));
+  }
+  apply_health(next);
+}
+
+void Daemon::State::apply_health(const config::Config& next) {
+  std::vector<health::CheckTarget> targets = health::check_targets(next.services);
+  if (!health_checker && !targets.empty()) {
+    health.subscribe([this](const std::string&, const net::Endpoint&, bool) {
+      // On the checker's thread: the rebuild (Maglev over every UDP service) runs on the control
+      // thread, once for however many transitions arrive before it runs.
+      if (backends_refresh_posted.exchange(true)) return;
+      boost::asio::post(io, [this] { refresh_backends(); });
+    });
+    health::HealthCheckerOptions options;
+    std::shared_ptr<Heartbeat> beat = heartbeats.enroll("health", "health");
+    options.heartbeat = [beat] { beat->beat(); };
+    health_checker = std::make_unique<health::HealthChecker>(health, std::move(options));
+    health_checker->start();
+  }
+  if (health_checker) health_checker->set_targets(std::move(targets));
+  // Every configured backend is on the board (ferry_backend_up shows it), nothing else is.
+  auto configured = health::configured_backends(next.services);
+  health.retain(configured);
+  for (const auto& [service, backend] : configured) health.state(service, backend);
+}
+
+void Daemon::State::refresh_backends() {
+  backends_refresh_posted.store(false);
+  if (!fastpath) return;
+  try {
+    fastpath->refresh_backends();
+  } catch (const std::exception& e) {
+    log::error("fast path: rebuilding the tables after a health change failed, the previous "
+               "ones stay: {}", e.what());
   }
 }
 

@@ -2,6 +2,7 @@
 // not listen goes down after exactly `fall` checks and comes back after exactly `rise` once it
 // listens, a full accept queue times out, and reconfiguring keeps or releases backends.
 #include "lib/health/health_checker.hh"
+#include "lib/health/health_report.hh"
 
 #include <dirent.h>
 #include <netinet/in.h>
@@ -238,7 +239,7 @@ TEST(HealthChecker, SetTargetsKeepsStayingBackendsAndReleasesDroppedOnes) {
   EXPECT_FALSE(board.state("web", alive.endpoint())->checked.load());
 }
 
-TEST(HealthChecker, CollectExportsUpGaugeChecksAndTransitions) {
+TEST(HealthReport, ShowsStatesStreaksAndMetricsOfCheckedAndUncheckedBackends) {
   LoopbackPort dead;
   HealthBoard board;
   board.state("dns", *net::Endpoint::parse("10.0.0.9:53"));  // configured, unchecked
@@ -248,7 +249,7 @@ TEST(HealthChecker, CollectExportsUpGaugeChecksAndTransitions) {
   ASSERT_TRUE(eventually([&] { auto v = view_of(checker, dead.endpoint()); return v && v->went_down == 1; }));
   checker.stop();
   metrics::Registry registry;
-  auto handle = registry.add([&](metrics::SnapshotBuilder& out) { checker.collect(out); });
+  auto handle = registry.add([&](metrics::SnapshotBuilder& out) { collect_health(board, &checker, out); });
   std::map<std::string, double> values;
   for (const auto& family : registry.snapshot()) {
     for (const auto& s : family.samples) {
@@ -264,6 +265,24 @@ TEST(HealthChecker, CollectExportsUpGaugeChecksAndTransitions) {
   EXPECT_EQ(values.at("ferry_health_checks_total," + web + ",result=ok"), 0);
   EXPECT_EQ(values.at("ferry_health_transitions_total," + web + ",to=down"), 1);
   EXPECT_EQ(values.at("ferry_health_transitions_total," + web + ",to=up"), 0);
+
+  auto status = health_status(board, &checker);
+  EXPECT_EQ(status["checked"], 1);
+  EXPECT_EQ(status["down"], 1);
+  ASSERT_EQ(status["backends"].size(), 2u);
+  const auto& dns = status["backends"][0];
+  EXPECT_EQ(dns["service"], "dns");
+  EXPECT_EQ(dns["state"], "unknown");
+  EXPECT_EQ(dns["checked"], false);
+  EXPECT_EQ(dns["up"], true);
+  const auto& down = status["backends"][1];
+  EXPECT_EQ(down["address"], dead.endpoint().to_string());
+  EXPECT_EQ(down["state"], "down");
+  EXPECT_EQ(down["checked"], true);
+  EXPECT_EQ(down["up"], false);
+  EXPECT_GE(down["consecutive_failures"].get<int>(), 1);
+  EXPECT_EQ(down["last_error"], "connection refused");
+  EXPECT_GE(down["checks"]["refused"].get<int>(), 1);
 }
 
 TEST(HealthChecks, TargetsAreTheBackendsOfProxyServicesWithHealth) {

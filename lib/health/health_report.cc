@@ -1,0 +1,87 @@
+// Backend health as JSON for the control commands and as metric families.
+#include "lib/health/health_report.hh"
+
+#include <chrono>
+#include <map>
+
+namespace ferry::health {
+namespace {
+
+using Key = std::pair<std::string, std::string>;
+
+std::map<Key, BackendHealth> checked_by_key(const HealthChecker* checker) {
+  std::map<Key, BackendHealth> out;
+  if (!checker) return out;
+  for (auto& h : checker->snapshot()) {
+    Key key{h.service, h.backend.to_string()};
+    out.emplace(std::move(key), std::move(h));
+  }
+  return out;
+}
+
+}  // namespace
+
+nlohmann::json backend_health_json(const HealthBoard::Entry& entry, const BackendHealth* checked) {
+  using nlohmann::json;
+  bool has_result = checked && checked->last_check_at;
+  json out = {{"service", entry.service},
+              {"address", entry.backend.to_string()},
+              {"state", !has_result ? "unknown" : entry.up ? "up" : "down"},
+              {"up", entry.up},
+              {"checked", entry.checked && checked != nullptr}};
+  if (!checked) return out;
+  out["consecutive_failures"] = checked->consecutive_failures;
+  out["consecutive_successes"] = checked->consecutive_successes;
+  out["last_error"] = checked->last_error ? json(*checked->last_error) : json();
+  out["last_check_age_ms"] =
+      has_result ? json(std::chrono::duration_cast<std::chrono::milliseconds>(
+                            std::chrono::steady_clock::now() - *checked->last_check_at)
+                            .count())
+                 : json();
+  json checks = json::object();
+  for (std::size_t r = 0; r < kCheckResults; ++r) {
+    checks[std::string(to_string(static_cast<CheckResult>(r)))] = checked->checks[r];
+  }
+  out["checks"] = std::move(checks);
+  return out;
+}
+
+nlohmann::json health_status(const HealthBoard& board, const HealthChecker* checker) {
+  auto checked = checked_by_key(checker);
+  nlohmann::json backends = nlohmann::json::array();
+  std::size_t down = 0;
+  for (const auto& e : board.snapshot()) {
+    auto it = checked.find({e.service, e.backend.to_string()});
+    backends.push_back(backend_health_json(e, it == checked.end() ? nullptr : &it->second));
+    down += !e.up;
+  }
+  return {{"checked", checked.size()}, {"down", down}, {"backends", std::move(backends)}};
+}
+
+void collect_health(const HealthBoard& board, const HealthChecker* checker,
+                    metrics::SnapshotBuilder& out) {
+  for (const auto& e : board.snapshot()) {
+    out.gauge("ferry_backend_up",
+              "1 if the backend may receive new traffic (health checks passing, or none "
+              "configured), 0 if its checks marked it down.",
+              {{"service", e.service}, {"backend", e.backend.to_string()}}, e.up ? 1 : 0);
+  }
+  for (const auto& [key, h] : checked_by_key(checker)) {
+    const auto& [service, backend] = key;
+    for (std::size_t r = 0; r < kCheckResults; ++r) {
+      out.counter("ferry_health_checks_total", "Health checks by how they ended.",
+                  {{"service", service},
+                   {"backend", backend},
+                   {"result", std::string(to_string(static_cast<CheckResult>(r)))}},
+                  static_cast<double>(h.checks[r]));
+    }
+    for (auto [to, count] : {std::pair{"up", h.went_up}, {"down", h.went_down}}) {
+      out.counter("ferry_health_transitions_total",
+                  "Backend state changes made by health checks, by the state entered.",
+                  {{"service", service}, {"backend", backend}, {"to", to}},
+                  static_cast<double>(count));
+    }
+  }
+}
+
+}  // namespace ferry::health
