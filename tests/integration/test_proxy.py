@@ -16,6 +16,27 @@ CONNECTIONS = 256
 STEPS_PER_CONNECTION = 4
 
 
+def socket_refused(port):
+    with socket.socket() as s:
+        return s.connect_ex(("127.0.0.1", port)) != 0
+
+
+def landing_ports(b, clients):
+    return [b.wait_hello(c.id)["port"] for c in clients]
+
+
+def sequential_landings(b, port, count):
+    """Opens `count` connections one after another, each finished before the next; returns the
+    backend port each landed on."""
+    clients = []
+    for _ in range(count):
+        c = BlockingClient("127.0.0.1", port)
+        c.echo(b"which backend?")
+        c.finish()
+        clients.append(c)
+    return landing_ports(b, clients)
+
+
 def check_byte_exact_many(w, seed, env=None, tcp=None):
     with proxy_to_one_backend(w, tcp=tcp, env=env) as (d, b, port):
         rng = random.Random(seed)
@@ -158,20 +179,20 @@ def reload_changes_backends_without_dropping_connections(w):
                 return [b.closed[c.id]["port"] for c in clients]
 
             before_add = open_clients(8)
-            check_eq({b.hellos[c.id]["port"] for c in before_add}, {b.ports[0]}, "first set: only A")
+            check_eq(set(landing_ports(b, before_add)), {b.ports[0]}, "first set: only A")
             cfg["services"][0]["backends"] = [a_end, b_end]
             w.write_config(cfg)
             ok(d.request("reload"), "reload adding B")
             check_eq(set(finish_clients(before_add)), {b.ports[0]}, "established on A finish on A")
             after_add = open_clients(8)
-            check_eq({b.hellos[c.id]["port"] for c in after_add}, set(b.ports), "new ones on both A and B")
+            check_eq(set(landing_ports(b, after_add)), set(b.ports), "new ones on both A and B")
 
             cfg["services"][0]["backends"] = [b_end]
             w.write_config(cfg)
             ok(d.request("reload"), "reload removing A")
             finish_clients(after_add)
             after_remove = open_clients(8)
-            check_eq({b.hellos[c.id]["port"] for c in after_remove}, {b.ports[1]}, "after removal: only B")
+            check_eq(set(landing_ports(b, after_remove)), {b.ports[1]}, "after removal: only B")
             finish_clients(after_remove)
 
             m = wait_idle(d)
@@ -211,27 +232,6 @@ def service_removal_drains_then_resets_open_connections(w):
             lingering.close()
             reloader.join(timeout=10)
             ok(reload_result["r"], "reload removing the proxy service")
-
-
-def socket_refused(port):
-    with socket.socket() as s:
-        return s.connect_ex(("127.0.0.1", port)) != 0
-
-
-def landing_ports(b, clients):
-    return [b.wait_hello(c.id)["port"] for c in clients]
-
-
-def sequential_landings(b, port, count):
-    """Opens `count` connections one after another, each finished before the next; returns the
-    backend port each landed on."""
-    clients = []
-    for _ in range(count):
-        c = BlockingClient("127.0.0.1", port)
-        c.echo(b"which backend?")
-        c.finish()
-        clients.append(c)
-    return landing_ports(b, clients)
 
 
 def balance_policies_pick_backends_as_documented(w):
