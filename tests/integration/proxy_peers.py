@@ -291,6 +291,17 @@ class Backend:
         self.proc.stderr.close()
 
 
+def hello_port(backend_list, conn_id, timeout_s=10.0):
+    """The port of whichever of several backend processes saw this connection's hello."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        for b in backend_list:
+            if conn_id in b.hellos:
+                return b.hellos[conn_id]["port"]
+        time.sleep(0.005)  # the hello line is on its way through another process's pipe
+    raise AssertionError(f"no backend saw the hello of {conn_id} within {timeout_s}s")
+
+
 @contextlib.contextmanager
 def backends(*listen_lists):
     """Starts one Backend per listen list; always stops them."""

@@ -7,10 +7,10 @@ import socket
 import threading
 import time
 
-from harness import base_config, check, check_eq, ok, run_tests, running
+from harness import base_config, check, check_eq, ok, run_tests, running, wait_until
 from proxy_peers import (Backend, BlackholePort, BlockingClient, Metrics, backends, closed_port,
-                         free_port, op, proxy_service, proxy_to_one_backend, read_rss_bytes,
-                         refused_end, wait_idle)
+                         free_port, hello_port, op, proxy_service, proxy_to_one_backend,
+                         read_rss_bytes, refused_end, wait_idle)
 
 
 def client_half_close_reaches_backend_and_response_still_arrives(w):
@@ -124,11 +124,12 @@ def connect_refused_retries_on_the_other_backend(w):
                 m = Metrics(d)
                 retries = m.value("ferry_proxy_retries_total", service="web")
                 failures = m.value("ferry_proxy_backend_connect_failures_total", backend=dead_end)
-                check(retries >= 1, f"round robin over two backends put some first attempts on the dead one: {retries}")
+                check(retries >= 1, f"round robin put some first attempts on the dead backend: {retries}")
                 check_eq(retries, failures, "every retry follows a connect failure on the closed port")
                 check_eq(m.value("ferry_proxy_backend_connections_total", backend=b.endpoint()), 8,
                          "all eight landed on the live backend")
-                check_eq(m.value("ferry_proxy_backend_connections_total", backend=dead_end), 0, "none on the dead one")
+                check_eq(m.value("ferry_proxy_backend_connections_total", backend=dead_end), 0,
+                         "none on the dead one")
                 check_eq(m.value("ferry_proxy_connections_failed_total", service="web"), 0, "none failed")
     finally:
         dead.close()
@@ -162,6 +163,49 @@ def connect_timeout_retries_on_the_other_backend(w):
                       f"a retried client waited about connect_timeout_ms: {waits}")
     finally:
         hole.close()
+
+
+def health_checked_down_backend_gets_no_new_connections_until_up(w):
+    port = free_port()
+    dead = closed_port()
+    dead_port = dead.getsockname()[1]
+    dead_end = f"127.0.0.1:{dead_port}"
+    revived = None
+    try:
+        with backends(["127.0.0.1:0"]) as (b,):
+            health = {"interval_ms": 100, "timeout_ms": 50, "rise": 1, "fall": 1}
+            service = proxy_service(port, [dead_end, b.endpoint()], balance="round_robin", health=health)
+            with running(w, base_config(w, services=[service])) as d:
+                def up(endpoint):
+                    return Metrics(d).value("ferry_proxy_backend_up", service="web", backend=endpoint)
+
+                wait_until(lambda: up(dead_end) == 0, 5, "the closed backend marked down")
+                check_eq(up(b.endpoint()), 1, "the live backend stays up")
+                before = Metrics(d)
+                for _ in range(6):
+                    c = BlockingClient("127.0.0.1", port)
+                    c.echo(b"only the live one")
+                    c.finish()
+                    check_eq(b.wait_hello(c.id)["port"], b.port, "landed on the live backend")
+                after = Metrics(d)
+                for family, labels in (("ferry_proxy_retries_total", {"service": "web"}),
+                                       ("ferry_proxy_backend_connect_failures_total", {"backend": dead_end})):
+                    check_eq(after.value(family, **labels), before.value(family, **labels),
+                             f"{family}: the down backend was not even tried")
+                dead.close()
+                revived = Backend([dead_end])
+                wait_until(lambda: up(dead_end) == 1, 5, "the revived backend marked up")
+                landed = set()
+                for _ in range(6):
+                    c = BlockingClient("127.0.0.1", port)
+                    c.echo(b"both again")
+                    c.finish()
+                    landed.add(hello_port([revived, b], c.id))
+                check_eq(landed, {dead_port, b.port}, "round robin over both once the backend is up")
+    finally:
+        dead.close()
+        if revived:
+            revived.stop()
 
 
 def backend_killed_mid_stream_ends_client_promptly(w):
@@ -273,6 +317,7 @@ if __name__ == "__main__":
                idle_timeout_resets_the_idle_connection_only,
                connect_refused_retries_on_the_other_backend,
                connect_timeout_retries_on_the_other_backend,
+               health_checked_down_backend_gets_no_new_connections_until_up,
                backend_killed_mid_stream_ends_client_promptly,
                all_backends_down_resets_client_and_counts_failed,
                backend_that_stops_reading_bounds_the_upload,
