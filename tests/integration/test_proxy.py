@@ -62,6 +62,8 @@ def check_byte_exact_many(w, seed, env=None, tcp=None):
                  "backend bytes_out")
         check_eq(m.value("ferry_proxy_backend_connections_total", backend=b.endpoint()), CONNECTIONS,
                  "backend connections_total")
+        check_eq(m.value("ferry_proxy_backend_connect_seconds_count", backend=b.endpoint()), CONNECTIONS,
+                 "one connect latency observed per connection")
         for family in ("ferry_proxy_connections_failed_total", "ferry_proxy_resets_total",
                        "ferry_proxy_retries_total", "ferry_proxy_connections_refused_total"):
             check_eq(m.value(family, service="web"), 0, family)
