@@ -2,7 +2,8 @@
 """The TCP proxy of the real daemon against real loopback backends: byte-exact forwarding both
 ways on 256 connections (also with bundles or incremental rings forced off), IPv6, a slow reader
 that must not grow the daemon or slow others, reloads that change backends under live
-connections, the per-service accept limit, and the ferry_proxy_* counters matching the bytes."""
+connections or drain a removed service, the balance policies, the service and global accept
+limits, and the ferry_proxy_* counters matching the bytes."""
 import random
 import socket
 import threading

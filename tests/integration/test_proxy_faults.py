@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """TCP semantics and failures through the real daemon's proxy: half-close both ways, resets
-propagated both ways, the idle timeout, connect refused with a retry on the other backend, a
+propagated both ways (also while backpressure pauses a direction), the idle timeout, connect
+refused or timed out with a retry on the other backend, a health-checked backend down and up, a
 backend killed mid-stream, every backend down, and a backend that stops reading."""
 import random
 import socket
