@@ -56,7 +56,15 @@ json tcp_json(const TcpConfig& t) {
             {"bytes", t.buffers.bytes},
             {"bundle", to_string(t.buffers.bundle)},
             {"incremental", to_string(t.buffers.incremental)}}},
-          {"scheduler", {{"io_ready", to_string(t.scheduler.io_ready)}}}};
+          {"scheduler", {{"io_ready", to_string(t.scheduler.io_ready)}}},
+          {"proxy",
+           {{"connect_timeout_ms", t.proxy.connect_timeout_ms},
+            {"connect_attempts", t.proxy.connect_attempts},
+            {"idle_timeout_ms", t.proxy.idle_timeout_ms},
+            {"drain_timeout_ms", t.proxy.drain_timeout_ms},
+            {"high_water_bytes", t.proxy.high_water_bytes},
+            {"low_water_bytes", t.proxy.low_water_bytes},
+            {"max_connections", t.proxy.max_connections}}}};
 }
 
 json service_json(const ServiceConfig& s) {
@@ -76,7 +84,8 @@ json service_json(const ServiceConfig& s) {
           {"backends", std::move(backends)},
           {"balance", to_string(s.balance)},
           {"mode", to_string(s.mode)},
-          {"health", std::move(health)}};
+          {"health", std::move(health)},
+          {"max_connections", s.max_connections}};
 }
 
 }  // namespace

@@ -467,7 +467,7 @@ class Validator {
   }
 
   void read_tcp(const JsonValue& v, const std::string& path, TcpConfig& out) const {
-    ObjectReader o(*this, v, path, {"workers", "buffers", "scheduler"});
+    ObjectReader o(*this, v, path, {"workers", "buffers", "scheduler", "proxy"});
     if (auto* w = o.get("workers")) out.workers = read_u32(*w, o.path_of("workers"), 1, 256);
     if (auto* b = o.get("buffers")) {
       ObjectReader buffers(*this, *b, o.path_of("buffers"),
@@ -493,6 +493,39 @@ class Validator {
                                                            {"index", IoReadyMode::index}});
       }
     }
+    if (auto* p = o.get("proxy")) read_proxy(*p, o.path_of("proxy"), out.proxy);
+  }
+
+  void read_proxy(const JsonValue& v, const std::string& path, ProxyConfig& out) const {
+    ObjectReader o(*this, v, path,
+                   {"connect_timeout_ms", "connect_attempts", "idle_timeout_ms", "drain_timeout_ms",
+                    "high_water_bytes", "low_water_bytes", "max_connections"});
+    if (auto* n = o.get("connect_timeout_ms"))
+      out.connect_timeout_ms = read_u32(*n, o.path_of("connect_timeout_ms"), 1, 600000);
+    if (auto* n = o.get("connect_attempts"))
+      out.connect_attempts = read_u32(*n, o.path_of("connect_attempts"), 1, 16);
+    if (auto* n = o.get("idle_timeout_ms")) {
+      out.idle_timeout_ms = read_u32(*n, o.path_of("idle_timeout_ms"), 0, 86400000);
+      if (out.idle_timeout_ms != 0 && out.idle_timeout_ms < 10) {
+        fail(n->position, o.path_of("idle_timeout_ms"),
+             fmt::format("{} is too short; use 0 (off) or 10..86400000", out.idle_timeout_ms));
+      }
+    }
+    if (auto* n = o.get("drain_timeout_ms"))
+      out.drain_timeout_ms = read_u32(*n, o.path_of("drain_timeout_ms"), 0, 3600000);
+    const JsonValue* high = o.get("high_water_bytes");
+    if (high) out.high_water_bytes = read_u32(*high, o.path_of("high_water_bytes"), 4096, 67108864);
+    if (auto* n = o.get("low_water_bytes")) {
+      out.low_water_bytes =
+          read_u32(*n, o.path_of("low_water_bytes"), 0, std::int64_t{out.high_water_bytes} - 1);
+    } else if (out.low_water_bytes >= out.high_water_bytes) {
+      fail(high->position, o.path_of("high_water_bytes"),
+           fmt::format("{} must be greater than low_water_bytes (default {}); set low_water_bytes "
+                       "too",
+                       out.high_water_bytes, out.low_water_bytes));
+    }
+    if (auto* n = o.get("max_connections"))
+      out.max_connections = read_u32(*n, o.path_of("max_connections"), 1, 16777216);
   }
 
   void read_services(const JsonValue& v, const std::string& path,
@@ -545,7 +578,8 @@ class Validator {
 
   ServiceConfig read_service(const JsonValue& v, const std::string& path) const {
     ObjectReader o(*this, v, path,
-                   {"name", "vip", "port", "protocols", "backends", "balance", "mode", "health"});
+                   {"name", "vip", "port", "protocols", "backends", "balance", "mode", "health",
+                    "max_connections"});
     ServiceConfig s;
     const JsonValue& name = o.require("name");
     s.name = read_string(name, o.path_of("name"), "a string (the service name)");
@@ -580,6 +614,9 @@ class Validator {
     if (auto* h = o.get("health"); h && h->kind != Kind::null) {
       expect(*h, o.path_of("health"), Kind::object, "an object or null");
       s.health = read_health(*h, o.path_of("health"));
+    }
+    if (auto* m = o.get("max_connections")) {
+      s.max_connections = read_u32(*m, o.path_of("max_connections"), 0, 16777216);
     }
     check_service_mode(o, s, mode, protocols, backends);
     return s;

@@ -85,10 +85,13 @@ int Daemon::run() {
     }
     s.xdp = std::make_unique<xdp::XdpPlane>(s.registry);
     s.apply_data_plane(*s.config);
-    s.tcp = std::make_unique<tcp::TcpPlane>(s.registry, [&s](const std::string& worker) {
-      std::shared_ptr<Heartbeat> beat = s.heartbeats.enroll(worker, "tcp");
-      return std::function<void()>([beat] { beat->beat(); });
-    });
+    s.tcp = std::make_unique<tcp::TcpPlane>(
+        s.registry,
+        [&s](const std::string& worker) {
+          std::shared_ptr<Heartbeat> beat = s.heartbeats.enroll(worker, "tcp");
+          return std::function<void()>([beat] { beat->beat(); });
+        },
+        &s.health);
     s.tcp->start(*s.config);
   } catch (const std::exception& e) {
     log::error("{}", e.what());

@@ -1,6 +1,7 @@
 // A task's receive side of one socket, served by its home worker (see recv_stream.hh).
 #include "lib/runtime/recv_stream.hh"
 
+#include <algorithm>
 #include <cassert>
 
 #include "lib/runtime/worker.hh"
@@ -28,11 +29,28 @@ void RecvStream::give_back(RecvBatch& batch) {
     if (counters_ != nullptr) counters_->released_bytes.add(batch.bytes);
     batch.spans.clear();
   }
+  handed_bytes_ -= std::min(handed_bytes_, batch.bytes);
   batch.bytes = 0;
+}
+
+void RecvStream::check_high_water() {
+  const std::uint64_t held = held_bytes();
+  peak_held_bytes_ = std::max(peak_held_bytes_, held);
+  if (high_water_bytes_ == 0 || held <= high_water_bytes_) return;
+  if (socket_.state() == uring::RecvSocket::State::closed || home_.engine().paused(socket_)) return;
+  ++pauses_;
+  home_.engine().pause(socket_);
+}
+
+void RecvStream::check_low_water() {
+  if (high_water_bytes_ == 0 || held_bytes() > low_water_bytes_) return;
+  if (closed_ || closer_ != nullptr || !home_.engine().paused(socket_)) return;
+  home_.engine().resume(socket_);
 }
 
 bool RecvStream::take(RecvBatch& batch) {
   give_back(batch);
+  check_low_water();
   if (!started_) {
     started_ = true;
     home_.link_stream(this);
@@ -42,6 +60,7 @@ bool RecvStream::take(RecvBatch& batch) {
     // Swap, not copy: the two vectors trade their storage round after round.
     std::swap(pending_, batch.spans);
     batch.bytes = pending_bytes_;
+    handed_bytes_ += pending_bytes_;
     pending_bytes_ = 0;
     return true;
   }
@@ -83,6 +102,7 @@ void RecvStream::on_recv(Completion* self, Worker& worker, const io_uring_cqe& c
       // spans of two completions must be released separately even when adjacent.
       stream->pending_.insert(stream->pending_.end(), event.spans.begin(), event.spans.end());
       stream->pending_bytes_ += event.bytes;
+      stream->check_high_water();
       break;
     case uring::RecvEvent::Kind::eof:
       stream->end_ = RecvBatch::End::eof;
@@ -170,6 +190,7 @@ namespace ferry::runtime {
 bool RecvStream::ReleaseAwaiter::await_ready() {
   if (current_worker() != &stream_.home_) return false;
   for (RecvBatch& b : batches_) stream_.give_back(b);
+  stream_.check_low_water();
   return true;
 }
 
@@ -183,6 +204,7 @@ void RecvStream::ReleaseAwaiter::await_suspend(std::coroutine_handle<Task::promi
 void RecvStream::ReleaseAwaiter::on_home(HomeRequest* self, Worker& home) {
   auto* awaiter = static_cast<ReleaseAwaiter*>(self);
   for (RecvBatch& b : awaiter->batches_) awaiter->stream_.give_back(b);
+  awaiter->stream_.check_low_water();
   home.io_ready(awaiter->task_);
 }
 

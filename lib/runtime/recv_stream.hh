@@ -50,6 +50,18 @@ class RecvStream : private Completion {
   int fd() const { return socket_.fd(); }
   const void* owner() const { return owner_; }
 
+  // Backpressure (before the first next()): while the bytes received and not yet given back
+  // (queued here plus handed to the task) exceed `high_bytes`, the recv is paused; it resumes
+  // when they fall to `low_bytes`. 0 (the default) never pauses. Home-side state: read the
+  // getters only on the home worker, or after the stream closed.
+  void set_water_marks(std::uint64_t high_bytes, std::uint64_t low_bytes) {
+    high_water_bytes_ = high_bytes;
+    low_water_bytes_ = low_bytes;
+  }
+  std::uint64_t held_bytes() const { return pending_bytes_ + handed_bytes_; }
+  std::uint64_t peak_held_bytes() const { return peak_held_bytes_; }
+  std::uint64_t pauses() const { return pauses_; }
+
   class NextAwaiter;
   class CloseAwaiter;
   class ReleaseAwaiter;
@@ -73,6 +85,8 @@ class RecvStream : private Completion {
   bool shut(RecvBatch& batch);  // gives back, closes; true when closed already
   void give_back(RecvBatch& batch);
   void finish_close();
+  void check_high_water();  // after bytes arrived
+  void check_low_water();   // after bytes were given back
 
   Worker& home_;
   uring::RecvSocket socket_;
@@ -80,6 +94,11 @@ class RecvStream : private Completion {
   StreamCounters* counters_;
   std::vector<iovec> pending_;  // received, not yet handed to the task
   std::uint64_t pending_bytes_ = 0;
+  std::uint64_t handed_bytes_ = 0;  // in batches the task holds
+  std::uint64_t high_water_bytes_ = 0;
+  std::uint64_t low_water_bytes_ = 0;
+  std::uint64_t peak_held_bytes_ = 0;
+  std::uint64_t pauses_ = 0;
   RecvBatch::End end_ = RecvBatch::End::none;
   int error_ = 0;
   bool started_ = false;

@@ -18,8 +18,9 @@ nlohmann::json TcpApplyResult::to_json() const {
           {"removed", removed}, {"errors", errors},   {"restart_required", restart_required}};
 }
 
-TcpPlane::TcpPlane(metrics::Registry& registry, runtime::HeartbeatHook heartbeat)
-    : registry_(registry), heartbeat_(std::move(heartbeat)) {}
+TcpPlane::TcpPlane(metrics::Registry& registry, runtime::HeartbeatHook heartbeat,
+                   health::HealthBoard* health)
+    : registry_(registry), heartbeat_(std::move(heartbeat)), health_(health) {}
 
 TcpPlane::~TcpPlane() {
   stop();
@@ -29,10 +30,8 @@ std::vector<TcpPlane::Desired> TcpPlane::desired_services(const config::Config& 
   std::vector<Desired> out;
   for (const config::ServiceConfig& s : config.services) {
     if (!s.protocols.tcp) continue;
-    if (s.mode == config::ServiceMode::echo) {
-      out.push_back({s.name, net::Endpoint{s.vip, s.port}});
-    } else if (proxy_logged_.insert(s.name).second) {
-      log::info("service {}: TCP proxying is not built yet; its TCP side is not served", s.name);
+    if (s.mode == config::ServiceMode::echo || s.mode == config::ServiceMode::proxy) {
+      out.push_back({&s, net::Endpoint{s.vip, s.port}});
     }
   }
   return out;
@@ -53,6 +52,8 @@ void TcpPlane::start_locked(const config::Config& config) {
   runtime_ = std::move(rt);
   options_ = std::move(options);
   tcp_config_ = config.tcp;
+  proxy_config_ = config.tcp.proxy;
+  proxy_shared_.max_connections.store(config.tcp.proxy.max_connections);
   try {
     for (const Desired& d : desired) add_service_locked(d);
   } catch (...) {
@@ -71,24 +72,46 @@ void TcpPlane::start_locked(const config::Config& config) {
 }
 
 void TcpPlane::add_service_locked(const Desired& d) {
-  auto service = std::make_shared<EchoService>(d.name, d.at, options_->listener_mode,
-                                               options_->runtime.workers,
-                                               options_->multishot_accept, sessions_);
+  const config::ServiceConfig& config = *d.service;
+  std::shared_ptr<TcpService> service;
+  std::shared_ptr<proxy::ProxyService> proxied;
+  if (config.mode == config::ServiceMode::echo) {
+    service = std::make_shared<EchoService>(config.name, d.at, options_->listener_mode,
+                                            options_->runtime.workers, options_->multishot_accept,
+                                            sessions_);
+  } else {
+    proxied = std::make_shared<proxy::ProxyService>(
+        config, proxy_config_, options_->listener_mode, options_->runtime.workers,
+        options_->multishot_accept, sessions_, proxy_shared_, health_);
+    service = proxied;
+  }
   try {
     service->listen(*runtime_);
   } catch (const std::system_error& e) {
     // what() already ends in the errno text; say which service it is about.
-    throw std::runtime_error(fmt::format("service {}: {}", d.name, e.what()));
+    throw std::runtime_error(fmt::format("service {}: {}", config.name, e.what()));
   }
-  log::info("service {}: echo on {} (TCP)", d.name, service->bound().to_string());
+  if (proxied) {
+    sweeper_.watch(proxied);
+    log::info("service {}: TCP proxy on {} to {} backends ({})", config.name,
+              service->bound().to_string(), config.backends.size(),
+              config::to_string(config.balance));
+  } else {
+    log::info("service {}: echo on {} (TCP)", config.name, service->bound().to_string());
+  }
   std::lock_guard lock(services_mutex_);
-  services_[d.name] = std::move(service);
+  services_[config.name] = std::move(service);
+}
+
+void TcpPlane::end_connections_locked(TcpService& service) {
+  service.end_connections(*runtime_);
+  sweeper_.nudge();  // a proxy's drain wants a faster sweep
 }
 
 void TcpPlane::remove_service_locked(const std::string& name) {
   auto it = services_.find(name);
   if (it == services_.end()) return;
-  std::shared_ptr<EchoService> service = it->second;
+  std::shared_ptr<TcpService> service = it->second;
   {
     std::lock_guard lock(services_mutex_);
     services_.erase(it);
@@ -97,8 +120,10 @@ void TcpPlane::remove_service_locked(const std::string& name) {
     log::warning("service {}: workers did not confirm closing the listener within 2 s", name);
     retired_.push_back(service);
   }
-  service->shutdown_connections(*runtime_);
-  log::info("service {}: echo on {} removed", name, service->bound().to_string());
+  end_connections_locked(*service);
+  log::info("service {}: {} on {} removed ({} connections {})", name, service->kind(),
+            service->bound().to_string(), service->open_connections(),
+            service->kind() == "proxy" ? "draining" : "closed");
 }
 
 TcpApplyResult TcpPlane::apply(const config::Config& config) {
@@ -110,7 +135,7 @@ TcpApplyResult TcpPlane::apply(const config::Config& config) {
     try {
       start_locked(config);
       result.started = true;
-      for (const Desired& d : desired) result.added.push_back(d.name);
+      for (const Desired& d : desired) result.added.push_back(d.service->name);
     } catch (const std::exception& e) {
       result.errors.push_back(e.what());
     }
@@ -134,11 +159,15 @@ TcpApplyResult TcpPlane::apply(const config::Config& config) {
   }
   for (const std::string& r : result.restart_required) log::warning("tcp: {}", r);
 
+  proxy_config_ = config.tcp.proxy;
+  proxy_shared_.max_connections.store(config.tcp.proxy.max_connections);
   std::vector<std::string> gone;
   for (const auto& [name, service] : services_) {
     bool keep = false;
-    for (const Desired& d : desired)
-      keep = keep || (d.name == name && d.at == service->configured());
+    for (const Desired& d : desired) {
+      keep = keep || (d.service->name == name && d.at == service->configured() &&
+                      to_string(d.service->mode) == service->kind());
+    }
     if (!keep) gone.push_back(name);
   }
   for (const std::string& name : gone) {
@@ -146,10 +175,16 @@ TcpApplyResult TcpPlane::apply(const config::Config& config) {
     result.removed.push_back(name);
   }
   for (const Desired& d : desired) {
-    if (services_.count(d.name) != 0) continue;
+    auto kept = services_.find(d.service->name);
+    if (kept != services_.end()) {
+      if (auto* p = dynamic_cast<proxy::ProxyService*>(kept->second.get())) {
+        p->update(*d.service, proxy_config_);  // open connections keep their backend
+      }
+      continue;
+    }
     try {
       add_service_locked(d);
-      result.added.push_back(d.name);
+      result.added.push_back(d.service->name);
     } catch (const std::exception& e) {
       log::error("{}", e.what());
       result.errors.push_back(e.what());
@@ -168,10 +203,19 @@ void TcpPlane::stop_locked() {
   for (const auto& [name, service] : services_) {
     if (!service->close_listeners(*runtime_, kCloseTimeout)) retired_.push_back(service);
   }
-  for (const auto& [name, service] : services_) service->shutdown_connections(*runtime_);
-  if (!sessions_.wait_idle(kCloseTimeout)) {
-    log::warning("tcp: {} connections still open after 2 s; stopping anyway", sessions_.live());
+  for (const auto& [name, service] : services_) end_connections_locked(*service);
+  // Proxies drain for their grace, then the sweeper resets what is left.
+  const auto grace = std::chrono::milliseconds(proxy_config_.drain_timeout_ms) + kCloseTimeout;
+  if (!sessions_.wait_idle(grace)) {
+    for (const auto& [name, service] : services_) {
+      if (auto* p = dynamic_cast<proxy::ProxyService*>(service.get())) p->reset_all();
+    }
+    if (!sessions_.wait_idle(kCloseTimeout)) {
+      log::warning("tcp: {} connections still open after the drain and a reset; stopping anyway",
+                   sessions_.live());
+    }
   }
+  sweeper_.stop();
   // The collectors read worker objects the runtime frees: drop them first.
   metric_handles_.clear();
   runtime_->stop();
@@ -206,7 +250,36 @@ nlohmann::json TcpPlane::status() const {
   }
   out["listeners"] = std::move(listeners);
   out["connections"] = sessions_.live();
+  out["proxy"] = {{"connections", proxy_shared_.active.load(std::memory_order_relaxed)},
+                  {"max_connections", proxy_config_.max_connections},
+                  {"connect_timeout_ms", proxy_config_.connect_timeout_ms},
+                  {"connect_attempts", proxy_config_.connect_attempts},
+                  {"idle_timeout_ms", proxy_config_.idle_timeout_ms},
+                  {"drain_timeout_ms", proxy_config_.drain_timeout_ms},
+                  {"high_water_bytes", proxy_config_.high_water_bytes},
+                  {"low_water_bytes", proxy_config_.low_water_bytes},
+                  {"draining_services", sweeper_.watched() - proxy_services_locked()}};
   return out;
+}
+
+nlohmann::json TcpPlane::services() const {
+  std::lock_guard lock(mutex_);
+  nlohmann::json out = nlohmann::json::object();
+  for (const auto& [name, service] : services_) {
+    nlohmann::json entry = {{"kind", service->kind()},
+                            {"address", service->bound().to_string()},
+                            {"connections", service->open_connections()}};
+    nlohmann::json extra = service->status();
+    if (!extra.is_null()) entry[std::string(service->kind())] = std::move(extra);
+    out[name] = std::move(entry);
+  }
+  return out;
+}
+
+std::size_t TcpPlane::proxy_services_locked() const {
+  std::size_t n = 0;
+  for (const auto& [name, service] : services_) n += service->kind() == "proxy";
+  return n;
 }
 
 nlohmann::json TcpPlane::workers() const {

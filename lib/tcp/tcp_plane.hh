@@ -1,6 +1,6 @@
-// The TCP side of the daemon: the io_uring runtime and the TCP services on it (echo today; the
-// proxy arrives with the next issue). Owned by the daemon's lifecycle, driven from the control
-// thread: start, apply on reload, stop, and the status/workers views.
+// The TCP side of the daemon: the io_uring runtime and the TCP services on it (echo, and the L4
+// proxy of lib/proxy). Owned by the daemon's lifecycle, driven from the control thread: start,
+// apply on reload, stop, and the status/workers views.
 #pragma once
 
 #include <chrono>
@@ -9,16 +9,19 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
-#include <set>
 #include <string>
 #include <vector>
 
 #include "lib/common/net.hh"
 #include "lib/config/config.hh"
+#include "lib/health/health_board.hh"
 #include "lib/metrics/registry.hh"
+#include "lib/proxy/proxy_service.hh"
+#include "lib/proxy/proxy_sweeper.hh"
 #include "lib/runtime/runtime.hh"
 #include "lib/tcp/echo_service.hh"
 #include "lib/tcp/tcp_options.hh"
+#include "lib/tcp/tcp_service.hh"
 
 namespace ferry::tcp {
 
@@ -42,24 +45,29 @@ struct TcpApplyResult {
 class TcpPlane {
  public:
   // `heartbeat` is called once per worker thread when the runtime starts (see
-  // runtime::HeartbeatHook); may be empty.
-  TcpPlane(metrics::Registry& registry, runtime::HeartbeatHook heartbeat = {});
+  // runtime::HeartbeatHook); may be empty. `health` holds the backends' up flags the proxy
+  // honours; null: every backend is up.
+  TcpPlane(metrics::Registry& registry, runtime::HeartbeatHook heartbeat = {},
+           health::HealthBoard* health = nullptr);
   ~TcpPlane();  // stop()
   TcpPlane(const TcpPlane&) = delete;
   TcpPlane& operator=(const TcpPlane&) = delete;
 
-  // Starts tcp.workers workers and listens for every echo service (protocols tcp, mode echo).
-  // With no such service nothing starts: no thread, no ring. Throws std::runtime_error (a
-  // service that cannot listen: "service echo: cannot bind 127.0.0.1:7007 (...): Address already
-  // in use", a feature forced on that the kernel lacks) or std::invalid_argument (a bad FERRY_*
-  // switch), and leaves nothing running then.
+  // Starts tcp.workers workers and listens for every TCP service (protocols containing tcp, mode
+  // echo or proxy). With no such service nothing starts: no thread, no ring. Throws
+  // std::runtime_error (a service that cannot listen: "service echo: cannot bind 127.0.0.1:7007
+  // (...): Address already in use", a feature forced on that the kernel lacks) or
+  // std::invalid_argument (a bad FERRY_* switch), and leaves nothing running then.
   void start(const config::Config& config);
-  // Reload: adds and removes echo listeners (removing a service also closes its connections);
-  // starts or stops the whole runtime when the first service appears or the last goes. Changes
-  // of tcp.workers, tcp.buffers or tcp.scheduler need a restart and are reported, not applied.
+  // Reload: adds and removes services (a removed echo service closes its connections, a removed
+  // proxy service drains them: tcp.proxy.drain_timeout_ms, then reset); a proxy service that
+  // keeps its vip:port gets its new backends/balance/limits for new connections while the open
+  // ones keep their backend. Starts or stops the whole runtime when the first service appears or
+  // the last goes. Changes of tcp.workers, tcp.buffers or tcp.scheduler need a restart and are
+  // reported, not applied.
   TcpApplyResult apply(const config::Config& config);
-  // Closes the listeners, then the connections (waiting up to 2 s for them to end), then stops
-  // and joins the workers.
+  // Closes the listeners, then the connections (echo at once, proxy after the drain grace, then
+  // reset; waiting up to grace + 2 s for them to end), then stops and joins the workers.
   void stop();
 
   bool running() const;
@@ -69,18 +77,23 @@ class TcpPlane {
   nlohmann::json workers() const;
   std::vector<TcpListenerInfo> listeners() const;
   std::optional<net::Endpoint> bound_address(const std::string& service) const;
+  // Per TCP service: {"kind":"echo"|"proxy", "address", "connections", and for proxies "proxy":
+  // ProxyService::status()}, keyed by service name.
+  nlohmann::json services() const;
   // The runtime while running (benchmarks, tests); null when idle.
   runtime::Runtime* runtime() { return runtime_.get(); }
 
  private:
   struct Desired {
-    std::string name;
+    const config::ServiceConfig* service;
     net::Endpoint at;
   };
   std::vector<Desired> desired_services(const config::Config& config);
   void start_locked(const config::Config& config);
   void stop_locked();
   void add_service_locked(const Desired& d);
+  void end_connections_locked(TcpService& service);
+  std::size_t proxy_services_locked() const;
   void remove_service_locked(const std::string& name);
 
   metrics::Registry& registry_;
@@ -94,11 +107,14 @@ class TcpPlane {
   std::optional<TcpOptions> options_;
   config::TcpConfig tcp_config_;  // as started, to tell what a reload would change
   SessionTracker sessions_;
-  std::map<std::string, std::shared_ptr<EchoService>> services_;
+  std::map<std::string, std::shared_ptr<TcpService>> services_;
   // Services whose accepts did not confirm their close in time: their acceptors may still be
   // referenced by a ring, so they live until the runtime stops.
-  std::vector<std::shared_ptr<EchoService>> retired_;
-  std::set<std::string> proxy_logged_;
+  std::vector<std::shared_ptr<TcpService>> retired_;
+  health::HealthBoard* health_;
+  proxy::ProxyShared proxy_shared_;
+  config::ProxyConfig proxy_config_;  // in effect
+  proxy::ProxySweeper sweeper_;
   std::vector<metrics::Registry::Handle> metric_handles_;
 };
 

@@ -538,5 +538,79 @@ TEST(ConfigEnums, ToStringGivesTheConfigSpellings) {
   EXPECT_EQ(to_string(ServiceMode::reflect), "reflect");
 }
 
+// The TCP proxy's keys: tcp.proxy.* and services[].max_connections.
+TEST(ConfigProxyKeys, DefaultsAreTheDocumentedOnes) {
+  Config c = parse_config("{}", "f.json");
+  EXPECT_EQ(c.tcp.proxy.connect_timeout_ms, 2000u);
+  EXPECT_EQ(c.tcp.proxy.connect_attempts, 3u);
+  EXPECT_EQ(c.tcp.proxy.idle_timeout_ms, 300000u);
+  EXPECT_EQ(c.tcp.proxy.drain_timeout_ms, 10000u);
+  EXPECT_EQ(c.tcp.proxy.high_water_bytes, 262144u);
+  EXPECT_EQ(c.tcp.proxy.low_water_bytes, 65536u);
+  EXPECT_EQ(c.tcp.proxy.max_connections, 65536u);
+}
+
+TEST(ConfigProxyKeys, EveryKeyIsReadAndWrittenBack) {
+  Config c = parse_config(R"({"tcp": {"proxy": {"connect_timeout_ms": 150, "connect_attempts": 5,
+      "idle_timeout_ms": 0, "drain_timeout_ms": 0, "high_water_bytes": 8192,
+      "low_water_bytes": 4096, "max_connections": 10}},
+      "services": [{"name": "web", "vip": "10.0.0.10", "port": 80, "protocols": ["tcp"],
+                    "backends": ["10.0.1.2:80"], "max_connections": 7}]})",
+                          "f.json");
+  EXPECT_EQ(c.tcp.proxy.connect_timeout_ms, 150u);
+  EXPECT_EQ(c.tcp.proxy.connect_attempts, 5u);
+  EXPECT_EQ(c.tcp.proxy.idle_timeout_ms, 0u);
+  EXPECT_EQ(c.tcp.proxy.drain_timeout_ms, 0u);
+  EXPECT_EQ(c.tcp.proxy.high_water_bytes, 8192u);
+  EXPECT_EQ(c.tcp.proxy.low_water_bytes, 4096u);
+  EXPECT_EQ(c.tcp.proxy.max_connections, 10u);
+  EXPECT_EQ(c.services[0].max_connections, 7u);
+  nlohmann::json j = to_json(c);
+  EXPECT_EQ(j["tcp"]["proxy"]["connect_attempts"], 5);
+  EXPECT_EQ(j["tcp"]["proxy"]["low_water_bytes"], 4096);
+  EXPECT_EQ(j["services"][0]["max_connections"], 7);
+}
+
+TEST(ConfigProxyKeys, OutOfRangeValuesNameThePathAndTheRange) {
+  ConfigError e = error_of("{\"tcp\": {\"proxy\": {\"connect_attempts\": 0}}}");
+  EXPECT_STREQ(e.what(), "f.json:1:40: tcp.proxy.connect_attempts: 0 is out of range (1..16)");
+  e = error_of("{\"tcp\": {\"proxy\": {\n  \"connect_timeout_ms\": 0}}}");
+  EXPECT_STREQ(e.what(),
+               "f.json:2:25: tcp.proxy.connect_timeout_ms: 0 is out of range (1..600000)");
+  e = error_of("{\"tcp\": {\"proxy\": {\"max_connections\": 0}}}");
+  EXPECT_EQ(e.line(), 1);
+  EXPECT_EQ(e.message(), "tcp.proxy.max_connections: 0 is out of range (1..16777216)");
+  e = error_of(
+      R"({"services": [{"name": "w", "vip": "10.0.0.1", "port": 1, "backends": ["10.0.0.2:1"],
+ "max_connections": -1}]})");
+  EXPECT_EQ(e.line(), 2);
+  EXPECT_EQ(e.column(), 21);
+  EXPECT_EQ(e.message(), "services[0].max_connections: -1 is out of range (0..16777216)");
+}
+
+TEST(ConfigProxyKeys, IdleTimeoutIsOffOrAtLeastTenMilliseconds) {
+  ConfigError e = error_of("{\"tcp\": {\"proxy\": {\"idle_timeout_ms\": 5}}}");
+  EXPECT_EQ(e.column(), 39);
+  EXPECT_EQ(e.message(), "tcp.proxy.idle_timeout_ms: 5 is too short; use 0 (off) or 10..86400000");
+}
+
+TEST(ConfigProxyKeys, LowWaterMustStayBelowHighWater) {
+  ConfigError e =
+      error_of("{\"tcp\": {\"proxy\": {\"high_water_bytes\": 8192, \"low_water_bytes\": 8192}}}");
+  EXPECT_EQ(e.message(), "tcp.proxy.low_water_bytes: 8192 is out of range (0..8191)");
+  e = error_of("{\"tcp\": {\"proxy\": {\"high_water_bytes\": 65536}}}");
+  EXPECT_EQ(e.column(), 40);
+  EXPECT_EQ(e.message(),
+            "tcp.proxy.high_water_bytes: 65536 must be greater than low_water_bytes (default "
+            "65536); set low_water_bytes too");
+}
+
+TEST(ConfigProxyKeys, UnknownProxyKeySuggestsTheRightOne) {
+  ConfigError e = error_of("{\"tcp\": {\"proxy\": {\"idle_timeout\": 5}}}");
+  EXPECT_EQ(e.column(), 20);
+  EXPECT_EQ(e.message(),
+            "unknown key 'idle_timeout' in tcp.proxy (did you mean 'idle_timeout_ms'?)");
+}
+
 }  // namespace
 }  // namespace ferry::config

@@ -134,7 +134,8 @@ TEST(TcpPlane, ConfigWithoutTcpServicesStartsNoThread) {
   TcpPlane plane(registry);
   config::Config c;
   config::ServiceConfig proxy = echo_service("dns", 53);
-  proxy.mode = config::ServiceMode::proxy;  // TCP proxying is the next issue: logged, not served
+  proxy.mode = config::ServiceMode::proxy;  // a UDP-only proxy service is the XDP path's
+  proxy.protocols = {.udp = true, .tcp = false};
   proxy.backends.push_back(*net::Endpoint::parse("10.0.1.2:53"));
   c.services.push_back(proxy);
   plane.start(c);

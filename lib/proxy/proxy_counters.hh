@@ -1,0 +1,58 @@
+// The proxy's counters: per service and per backend, relaxed atomics because a connection's two
+// directions run on whichever workers their tasks are on; bumped per batch or per connection,
+// never per byte. Read by the metrics collector and the status view.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+
+#include "lib/metrics/registry.hh"
+
+namespace ferry::proxy {
+
+inline void bump(std::atomic<std::uint64_t>& counter, std::uint64_t n = 1) {
+  counter.fetch_add(n, std::memory_order_relaxed);
+}
+inline std::uint64_t read(const std::atomic<std::uint64_t>& counter) {
+  return counter.load(std::memory_order_relaxed);
+}
+
+// Time to establish a backend connection, in seconds.
+class ConnectLatency {
+ public:
+  static constexpr std::array<double, 10> kBoundsSeconds = {0.0001, 0.00025, 0.0005, 0.001, 0.0025,
+                                                            0.005,  0.01,    0.05,   0.25,  1.0};
+  void observe(std::uint64_t ns);
+  metrics::HistogramValue snapshot() const;
+
+ private:
+  std::array<std::atomic<std::uint64_t>, kBoundsSeconds.size() + 1> buckets_{};  // last: +Inf
+  std::atomic<std::uint64_t> sum_ns_{0};
+};
+
+// One backend of one service; survives reloads that keep the backend (keyed by its endpoint).
+struct BackendStats {
+  std::atomic<std::int64_t> active{0};  // least_connections reads it at every choice
+  std::atomic<std::uint64_t> total{0};
+  std::atomic<std::uint64_t> connect_failures{0};
+  std::atomic<std::uint64_t> bytes_in{0};   // sent to the backend
+  std::atomic<std::uint64_t> bytes_out{0};  // received from the backend
+  ConnectLatency connect_latency;
+};
+
+struct ServiceCounters {
+  std::atomic<std::int64_t> active{0};  // admitted, not yet closed (the per-service cap)
+  std::atomic<std::uint64_t> total{0};
+  std::atomic<std::uint64_t> refused_service_limit{0};
+  std::atomic<std::uint64_t> refused_global_limit{0};
+  std::atomic<std::uint64_t> failed{0};
+  std::atomic<std::uint64_t> retries{0};
+  std::atomic<std::uint64_t> idle_timeouts{0};
+  std::atomic<std::uint64_t> resets{0};
+  std::atomic<std::uint64_t> bytes_in{0};   // from clients
+  std::atomic<std::uint64_t> bytes_out{0};  // to clients
+  std::atomic<std::uint64_t> accept_errors{0};
+};
+
+}  // namespace ferry::proxy

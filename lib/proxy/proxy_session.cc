@@ -1,0 +1,180 @@
+// One proxied connection: connect with retries, then forward both ways (see proxy_session.hh).
+#include "lib/proxy/proxy_session.hh"
+
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+
+#include <array>
+#include <chrono>
+#include <cstring>
+
+#include "lib/common/log.hh"
+#include "lib/runtime/connect.hh"
+#include "lib/runtime/io.hh"
+#include "lib/runtime/recv_stream.hh"
+#include "lib/runtime/worker.hh"
+
+namespace ferry::proxy {
+namespace {
+
+constexpr std::size_t kMaxAttempts = 16;  // tcp.proxy.connect_attempts is at most 16
+
+void set_nodelay(int fd) {
+  int one = 1;
+  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+}
+
+std::uint64_t peer_hash(int fd) {
+  sockaddr_storage storage{};
+  socklen_t len = sizeof(storage);
+  if (::getpeername(fd, reinterpret_cast<sockaddr*>(&storage), &len) != 0) return 0;
+  auto peer = net::Endpoint::from_sockaddr(reinterpret_cast<sockaddr*>(&storage), len);
+  return peer ? client_hash(peer->address) : 0;
+}
+
+// The last task of a session to end frees it and gives its slot back to the limits.
+void end_session(Session* s) {
+  ProxyService& service = *s->service;
+  service.unlink(*s);
+  if (s->target != nullptr) s->target->stats->active.fetch_sub(1, std::memory_order_relaxed);
+  service.counters().active.fetch_sub(1, std::memory_order_relaxed);
+  service.shared().active.fetch_sub(1, std::memory_order_relaxed);
+  tcp::SessionTracker& tracker = service.sessions();
+  delete s;  // closes both sockets (an aborted one already sent its RST)
+  tracker.ended();
+}
+
+// One direction: receive from `src` into the home's buffer ring, send the spans to `dst` as
+// they are, give them back once sent; EOF becomes shutdown(SHUT_WR), an error a reset of both.
+runtime::Task forward(Session* s, bool to_backend) {
+  const int src = to_backend ? s->client.get() : s->backend.get();
+  const int dst = to_backend ? s->backend.get() : s->client.get();
+  const ProxySettings& settings = s->generation->settings;
+  ServiceCounters& service = s->service->counters();
+  BackendStats& backend = *s->target->stats;
+  runtime::RecvStream stream(s->home, src, s->service.get());
+  stream.set_water_marks(settings.high_water_bytes, settings.low_water_bytes);
+  runtime::RecvBatch batch;
+  std::vector<iovec> cursor;
+  for (;;) {
+    if (!co_await stream.next(batch)) {
+      if (batch.end == runtime::RecvBatch::End::eof) {
+        // Everything received was sent: pass the half-close on (unless the pair was reset).
+        if (!s->was_reset()) ::shutdown(dst, SHUT_WR);
+      } else {
+        s->abort();
+      }
+      break;
+    }
+    s->touch();
+    const std::int64_t sent = co_await runtime::send_all(dst, batch.spans, cursor);
+    if (sent < 0) {
+      s->abort();
+      break;
+    }
+    s->touch();
+    const auto bytes = static_cast<std::uint64_t>(sent);
+    if (to_backend) {
+      bump(service.bytes_in, bytes);
+      bump(backend.bytes_in, bytes);
+    } else {
+      bump(service.bytes_out, bytes);
+      bump(backend.bytes_out, bytes);
+    }
+  }
+  co_await stream.close(batch);
+  if (s->directions.fetch_sub(1, std::memory_order_acq_rel) == 1) end_session(s);
+}
+
+}  // namespace
+
+std::int64_t steady_now_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+Session::Session(runtime::Worker& home_worker, std::shared_ptr<ProxyService> owner,
+                 std::shared_ptr<const Generation> gen, UniqueFd client_fd)
+    : home(home_worker),
+      service(std::move(owner)),
+      generation(std::move(gen)),
+      client(std::move(client_fd)),
+      last_active_ms(steady_now_ms()) {}
+
+void Session::abort() {
+  if (reset.exchange(true, std::memory_order_acq_rel)) return;
+  bump(service->counters().resets);
+  abort_socket(client.get());
+  if (backend_fd >= 0) abort_socket(backend_fd);
+}
+
+void Session::touch() {
+  last_active_ms.store(steady_now_ms(), std::memory_order_relaxed);
+}
+
+runtime::Task proxy_session(runtime::Worker& home, std::shared_ptr<ProxyService> service,
+                            std::shared_ptr<const Generation> generation, UniqueFd client) {
+  auto* s = new Session(home, std::move(service), std::move(generation), std::move(client));
+  ProxyService& svc = *s->service;
+  svc.link(*s);
+  BackendPool& pool = *s->generation->pool;
+  const ProxySettings& settings = s->generation->settings;
+  const std::uint64_t hash = peer_hash(s->client.get());
+  std::array<std::uint16_t, kMaxAttempts> tried{};
+  std::size_t attempts = 0;
+  const std::size_t max_attempts = std::min<std::size_t>(settings.connect_attempts, kMaxAttempts);
+  while (attempts < max_attempts && !s->was_reset()) {
+    std::optional<std::uint16_t> pick = pool.pick(hash, std::span(tried.data(), attempts));
+    if (!pick) break;
+    tried[attempts] = *pick;
+    if (attempts++ > 0) bump(svc.counters().retries);
+    const Backend& b = pool.backend(*pick);
+    UniqueFd fd(::socket(b.endpoint.address.is_v4() ? AF_INET : AF_INET6,
+                         SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+    if (!fd) {
+      bump(b.stats->connect_failures);
+      continue;
+    }
+    svc.set_backend_fd(*s, fd.get());
+    const auto started = std::chrono::steady_clock::now();
+    const int rc = co_await runtime::connect_with_timeout(fd.get(), b.address, b.address_len,
+                                                          settings.connect_timeout_ms);
+    if (rc == 0 && !s->was_reset()) {
+      b.stats->connect_latency.observe(
+          static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                         std::chrono::steady_clock::now() - started)
+                                         .count()));
+      b.stats->active.fetch_add(1, std::memory_order_relaxed);
+      bump(b.stats->total);
+      s->backend = std::move(fd);
+      s->target = &b;
+      break;
+    }
+    if (!s->was_reset()) bump(b.stats->connect_failures);
+    svc.set_backend_fd(*s, -1);
+  }
+  if (s->target == nullptr) {
+    if (!s->was_reset()) {
+      bump(svc.counters().failed);
+      const std::uint64_t failed = read(svc.counters().failed);
+      if (failed == 1 || failed % 1000 == 0) {
+        log::warning("service {}: no backend reachable after {} attempts; client reset ({} so far)",
+                     svc.name(), attempts, failed);
+      }
+      abort_socket(s->client.get());
+    }
+    end_session(s);
+    co_return;
+  }
+  set_nodelay(s->client.get());
+  set_nodelay(s->backend.get());
+  s->touch();
+  s->directions.store(2, std::memory_order_release);
+  runtime::Runtime& rt = home.runtime();
+  rt.spawn(forward(s, true));
+  rt.spawn(forward(s, false));
+}
+
+}  // namespace ferry::proxy
