@@ -486,13 +486,14 @@ def worker_section(a, w, per, idle_w):
                   "the client side and the backend side) and then stays open; memory is summed "
                   "over the proxy's processes, before the connections were opened and while they "
                   "are held.", "",
-                  "| proxy | held | RSS before MiB | RSS held MiB | RSS bytes per conn "
-                  "| PSS bytes per conn | fds held |",
-                  "|---|---:|---:|---:|---:|---:|---:|"]
+                  "| proxy | held | opened in s | RSS before MiB | RSS held MiB "
+                  "| RSS bytes per conn | PSS bytes per conn | fds held |",
+                  "|---|---:|---:|---:|---:|---:|---:|---:|"]
         for name in a.proxies:
             r = idle_w.get(name)
             if r:
-                lines.append(f"| {name} | {r['held']} | {r['rss_before_kib'] / 1024:.1f} | "
+                lines.append(f"| {name} | {r['held']} | {r['open_seconds']:.1f} | "
+                             f"{r['rss_before_kib'] / 1024:.1f} | "
                              f"{r['rss_after_kib'] / 1024:.1f} | {r['rss_bytes_per_conn']:.0f} | "
                              f"{r['pss_bytes_per_conn']:.0f} | {r['fds_after'] - r['fds_before']} |")
     peers = [p for p in a.proxies if p not in ("ferry", "direct")]
@@ -622,10 +623,11 @@ def profile(a, shapes, workdir, backend, backend_port, maxconn, nofile):
                             f"{r['requests_per_s']:.0f} req/s, proxy {r['proxy_cpu_s']:.2f} CPU s, "
                             f"{r['cpu_s_per_gib']:.3f} s/GiB\n")
                     f.flush()
-                    subprocess.run(["perf", "report", "-i", base + ".data", "--stdio",
-                                    "--no-children", "--percent-limit", "0.5",
-                                    "--sort", "comm,dso,symbol"], stdout=f,
-                                   stderr=subprocess.DEVNULL)
+                    for sort in ("comm,dso", "comm,dso,symbol"):  # per thread, then per symbol
+                        subprocess.run(["perf", "report", "-i", base + ".data", "--stdio",
+                                        "--no-children", "--percent-limit", "0.5",
+                                        "--sort", sort], stdout=f, stderr=subprocess.DEVNULL)
+                        f.flush()
                 os.unlink(base + ".data")
                 print(f"  {base}.txt: {r['gbps']:.2f} Gbps, {r['cpu_s_per_gib']:.3f} s/GiB",
                       flush=True)
@@ -641,11 +643,14 @@ def main():
     p.add_argument("--out", required=True)
     p.add_argument("--proxies", default="direct ferry haproxy haproxy-splice nginx")
     p.add_argument("--workers", default="2 1")
-    p.add_argument("--duration-s", type=float, default=4.0)
+    p.add_argument("--duration-s", type=float, default=3.0)
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--load-threads", type=int, default=1)
     p.add_argument("--backend-threads", type=int, default=1)
     p.add_argument("--idle-connections", type=int, default=9900)
+    p.add_argument("--idle-workers", default="2",
+                   help="worker counts the idle test runs at (opening 9,900 connections through "
+                        "a proxy that is slow to start them takes minutes)")
     p.add_argument("--shapes", default=" ".join(s for s, _, _ in SHAPES))
     p.add_argument("--profile", metavar="DIR",
                    help="instead of the benchmark: one load per proxy, worker count and shape "
@@ -670,7 +675,7 @@ def main():
     backend = subprocess.Popen([os.path.join(a.bin, "proxy-backend"), "--threads",
                                 str(a.backend_threads)], stdout=subprocess.PIPE, text=True)
     results = {w: {} for w in a.workers}
-    idle = {w: {} for w in a.workers}
+    idle = {w: {} for w in a.workers + [int(x) for x in a.idle_workers.split()]}
     unavailable = {}
     raw = []
     try:
@@ -712,7 +717,7 @@ def main():
                     finally:
                         proxy.stop()
         if a.idle_connections:
-            for w in a.workers:
+            for w in [int(x) for x in a.idle_workers.split()]:
                 for name in a.proxies:
                     if name in unavailable or name == "direct" or not KINDS[name].idle_test:
                         continue

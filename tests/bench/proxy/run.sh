@@ -5,9 +5,10 @@
 #
 #   tests/bench/proxy/run.sh [BUILD_DIR]   (default: build-bench-proxy, configured -Dbench=true)
 #
-# Environment: WORKERS="2 1" DURATION_S=4 REPEAT=3 IDLE_CONNECTIONS=9900 LOAD_THREADS=1 NICE=-15
-# PROXIES="direct ferry haproxy haproxy-splice nginx" OUT=FILE. Runs as root (nginx starts its workers as
-# nobody); needs haproxy, nginx and libnginx-mod-stream from Debian, and no other haproxy/nginx.
+# Environment: WORKERS="2 1" DURATION_S=3 REPEAT=3 IDLE_CONNECTIONS=9900 IDLE_WORKERS=2
+# LOAD_THREADS=1 NICE=-15 PROXIES="direct ferry haproxy haproxy-splice nginx" OUT=FILE.
+# Runs as root (nginx starts its workers as nobody); needs haproxy, nginx and libnginx-mod-stream
+# from Debian, and no other haproxy/nginx. About 9 minutes with the defaults.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../../.." && pwd)
@@ -25,6 +26,6 @@ fi
 ulimit -n "$(ulimit -Hn)"
 exec setsid -w python3 "$here/proxy_bench.py" --bin "$build/tests/bench/proxy" --ferryd "$build/daemon/ferryd" \
   --out "${OUT:-$root/tests/bench/results/proxy.md}" --workers "${WORKERS:-2 1}" \
-  --duration-s "${DURATION_S:-4}" --repeat "${REPEAT:-3}" \
+  --duration-s "${DURATION_S:-3}" --repeat "${REPEAT:-3}" --idle-workers "${IDLE_WORKERS:-2}" \
   --idle-connections "${IDLE_CONNECTIONS:-9900}" --load-threads "${LOAD_THREADS:-1}" \
   --proxies "${PROXIES:-direct ferry haproxy haproxy-splice nginx}" --nice "${NICE:--15}"
