@@ -225,7 +225,7 @@ def backend_main(listen):
 class Backend:
     """A backend process on one or more loopback ports (port 0 = any free); collects its events."""
 
-    def __init__(self, listen=("127.0.0.1:0",), start_timeout_s=10.0):
+    def __init__(self, listen=("127.0.0.1:0",), start_timeout_s=30.0):
         self.proc = subprocess.Popen([sys.executable, os.path.abspath(__file__), "backend", *listen],
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         self.events = queue.Queue()

@@ -315,6 +315,29 @@ def global_max_connections_caps_all_services_together(w):
                 c.finish()
 
 
+def services_command_reports_the_same_proxy_counters_as_metrics(w):
+    with proxy_to_one_backend(w) as (d, b, port):
+        held = BlockingClient("127.0.0.1", port)
+        held.echo(b"open while we look")
+        for _ in range(3):
+            c = BlockingClient("127.0.0.1", port)
+            c.echo(b"done")
+            c.finish()
+        wait_until(lambda: Metrics(d).value("ferry_proxy_connections_active", service="web") == 1, 10,
+                   "only the held connection open")
+        m = Metrics(d)
+        services = {s["name"]: s for s in ok(d.request("services"))["services"]}
+        proxy = services["web"].get("proxy")
+        check(proxy is not None, f"services carries 'proxy' for a TCP proxy service: {services['web']}")
+        check_eq(proxy["active"], 1, "services proxy.active")
+        check_eq(proxy["total"], m.value("ferry_proxy_connections_total", service="web"), "proxy.total")
+        check_eq(proxy["total"], 4, "proxy.total")
+        check_eq([(x["backend"], x["active"], x["total"]) for x in proxy["backends"]],
+                 [(b.endpoint(), 1, 4)], "per-backend rows")
+        check_eq(ok(d.request("status"))["tcp"]["proxy"]["connections"], 1, "status tcp.proxy.connections")
+        held.finish()
+
+
 if __name__ == "__main__":
     run_tests([forwarding_is_byte_exact_for_256_connections,
                forwarding_is_byte_exact_with_bundles_off,
@@ -325,4 +348,5 @@ if __name__ == "__main__":
                service_removal_drains_then_resets_open_connections,
                balance_policies_pick_backends_as_documented,
                service_max_connections_refuses_the_next_and_counts_it,
-               global_max_connections_caps_all_services_together])
+               global_max_connections_caps_all_services_together,
+               services_command_reports_the_same_proxy_counters_as_metrics])
