@@ -102,6 +102,7 @@ void HealthChecker::start() {
   std::lock_guard lock(control_mutex_);
   if (running_) return;
   stop_ = false;
+  exited_ = false;
   running_ = true;
   thread_ = std::thread([this] {
     pthread_setname_np(pthread_self(), "ferry-health");
@@ -122,12 +123,12 @@ void HealthChecker::stop() noexcept {
   thread_.join();
   std::lock_guard lock(control_mutex_);
   running_ = false;
-  applied_.notify_all();
 }
 
 void HealthChecker::set_targets(std::vector<CheckTarget> targets) {
   std::unique_lock lock(control_mutex_);
-  if (!running_) {
+  if (!running_ || exited_) {
+    // No thread to race with: apply here.
     lock.unlock();
     apply_targets(std::move(targets));
     return;
@@ -138,7 +139,7 @@ void HealthChecker::set_targets(std::vector<CheckTarget> targets) {
   if (::write(wake_fd_.get(), &one, sizeof(one)) < 0) {
     // The loop also wakes within kMaxWait.
   }
-  applied_.wait(lock, [&] { return taken_ >= ticket || !running_ || stop_; });
+  applied_.wait(lock, [&] { return taken_ >= ticket || exited_; });
 }
 
 std::vector<BackendHealth> HealthChecker::snapshot() const {
@@ -364,6 +365,9 @@ void HealthChecker::run() {
     probe->token = 0;
   }
   by_token_.clear();
+  std::lock_guard lock(control_mutex_);
+  exited_ = true;
+  applied_.notify_all();
 }
 
 }  // namespace ferry::health

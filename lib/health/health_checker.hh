@@ -124,6 +124,7 @@ class HealthChecker {
   std::uint64_t taken_ = 0;      // of which the thread has applied
   bool stop_ = false;
   bool running_ = false;
+  bool exited_ = false;  // the thread left its loop (stopped, or epoll failed)
 
   // What snapshot() and collect() read.
   mutable std::mutex views_mutex_;

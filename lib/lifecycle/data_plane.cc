@@ -64,7 +64,12 @@ void Daemon::State::refresh_backends() {
   backends_refresh_posted.store(false);
   if (!fastpath) return;
   try {
+    auto started = std::chrono::steady_clock::now();
     fastpath->refresh_backends();
+    log::info("fast path: backend health changed; tables rebuilt in {:.1f} ms (generation {})",
+              std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started)
+                  .count(),
+              fastpath->table_generation());
   } catch (const std::exception& e) {
     log::error("fast path: rebuilding the tables after a health change failed, the previous "
                "ones stay: {}", e.what());

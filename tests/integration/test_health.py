@@ -128,6 +128,8 @@ def tcp_backend_down_and_up_shows_in_metrics_status_and_services(w):
             wait_state(d, "web", a.endpoint, "down", INTERVAL_MS / 1000 * FALL * 1.1 + SLACK_S)
             took = time.monotonic() - killed
             check(took <= INTERVAL_MS / 1000 * FALL * 1.1 + SLACK_S, f"down after {took:.2f}s")
+            print(f"  down {took * 1000:.0f} ms after the listener closed "
+                  f"(interval {INTERVAL_MS} ms, fall {FALL})", flush=True)
             row = backend_rows(d, "web")[a.endpoint]
             check_eq((row["up"], row["checked"]), (False, True), f"row {row}")
             check(row["consecutive_failures"] >= FALL, f"consecutive failures {row}")
@@ -154,6 +156,7 @@ def tcp_backend_down_and_up_shows_in_metrics_status_and_services(w):
             wait_state(d, "web", a.endpoint, "up", INTERVAL_MS / 1000 * RISE * 1.1 + SLACK_S)
             took = time.monotonic() - restarted
             check(took <= INTERVAL_MS / 1000 * RISE * 1.1 + SLACK_S, f"up after {took:.2f}s")
+            print(f"  up {took * 1000:.0f} ms after it listened again (rise {RISE})", flush=True)
             values = scrape(d)
             check_eq(metric(values, "ferry_backend_up", service="web", backend=a.endpoint), 1.0,
                      "ferry_backend_up after recovery")
@@ -290,6 +293,11 @@ def udp_balance_skips_a_down_backend_and_resumes(w):
             log = d.log()
             check_eq(log.count(f"service echo backend {victim} down:"), 1, "down logged once")
             check_eq(log.count(f"service echo backend {victim} up:"), 1, "up logged once")
+            rebuilds = [l.split("notice ")[-1].split("info ")[-1].strip() for l in log.splitlines()
+                        if "tables rebuilt in" in l]
+            check(len(rebuilds) >= 2, f"rebuilds logged: {rebuilds}")
+            for line in rebuilds:
+                print(f"  {line}", flush=True)
     finally:
         lab.close()
 
