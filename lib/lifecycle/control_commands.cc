@@ -180,6 +180,8 @@ void Daemon::State::register_commands() {
                    b.erase("service");
                    health_of.emplace(std::move(key), std::move(b));
                  }
+                 // Per TCP service (echo, proxy): listener, open connections, proxy state.
+                 json tcp_services = tcp ? tcp->services() : json::object();
                  for (const auto& svc : config->services) {
                    json backends = json::array();
                    for (const auto& b : svc.backends) {
@@ -194,7 +196,8 @@ void Daemon::State::register_commands() {
                                   {"protocols", protocols_json(svc.protocols)},
                                   {"mode", config::to_string(svc.mode)},
                                   {"balance", config::to_string(svc.balance)},
-                                  {"backends", std::move(backends)}});
+                                  {"backends", std::move(backends)},
+                                  {"tcp", tcp_services.value(svc.name, json(nullptr))}});
                  }
                  return json{{"services", std::move(out)}};
                });
