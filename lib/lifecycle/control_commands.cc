@@ -196,8 +196,12 @@ void Daemon::State::register_commands() {
                                   {"protocols", protocols_json(svc.protocols)},
                                   {"mode", config::to_string(svc.mode)},
                                   {"balance", config::to_string(svc.balance)},
-                                  {"backends", std::move(backends)},
-                                  {"tcp", tcp_services.value(svc.name, json(nullptr))}});
+                                  {"backends", std::move(backends)}});
+                   json served = tcp_services.value(svc.name, json(nullptr));
+                   json proxy = served.is_object() ? served.value("proxy", json(nullptr)) : json();
+                   if (served.is_object()) served.erase("proxy");
+                   out.back()["tcp"] = std::move(served);
+                   out.back()["proxy"] = std::move(proxy);
                  }
                  return json{{"services", std::move(out)}};
                });
