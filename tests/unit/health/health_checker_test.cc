@@ -19,17 +19,19 @@ namespace {
 
 using namespace std::chrono_literals;
 
-// A TCP socket bound to 127.0.0.1 on a kernel-chosen port; listens only when told to.
+// A TCP socket bound to the loopback address (127.0.0.1, or ::1) on a kernel-chosen port;
+// listens only when told to.
 class LoopbackPort {
  public:
-  LoopbackPort() : fd_(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) {
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    EXPECT_EQ(::bind(fd_.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
-    socklen_t len = sizeof(addr);
+  explicit LoopbackPort(const char* address = "127.0.0.1:0") {
+    net::Endpoint want = *net::Endpoint::parse(address);
+    sockaddr_storage addr{};
+    socklen_t len = want.to_sockaddr(addr);
+    fd_.reset(::socket(addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    EXPECT_EQ(::bind(fd_.get(), reinterpret_cast<sockaddr*>(&addr), len), 0);
+    len = sizeof(addr);
     ::getsockname(fd_.get(), reinterpret_cast<sockaddr*>(&addr), &len);
-    endpoint_ = *net::Endpoint::parse("127.0.0.1:" + std::to_string(ntohs(addr.sin_port)));
+    endpoint_ = *net::Endpoint::from_sockaddr(reinterpret_cast<sockaddr*>(&addr), len);
   }
   void listen(int backlog = 128) { ASSERT_EQ(::listen(fd_.get(), backlog), 0); }
   const net::Endpoint& endpoint() const { return endpoint_; }
@@ -168,6 +170,23 @@ UniqueFd fill_accept_queue(LoopbackPort& port) {
   socklen_t len = port.endpoint().to_sockaddr(addr);
   EXPECT_EQ(::connect(client.get(), reinterpret_cast<sockaddr*>(&addr), len), 0);
   return client;
+}
+
+TEST(HealthChecker, ChecksIpv6BackendsToo) {
+  LoopbackPort alive("[::1]:0");
+  alive.listen();
+  LoopbackPort dead("[::1]:0");
+  HealthBoard board;
+  HealthChecker checker(board);
+  checker.set_targets({{"web6", alive.endpoint(), params(20, 15, 1, 1)},
+                       {"web6", dead.endpoint(), params(20, 15, 1, 1)}});
+  checker.start();
+  auto dead_flag = board.state("web6", dead.endpoint());
+  ASSERT_TRUE(eventually([&] { return !dead_flag->up.load(); }));
+  ASSERT_TRUE(eventually([&] { return checks(checker, alive.endpoint(), CheckResult::ok) >= 2; }));
+  checker.stop();
+  EXPECT_TRUE(board.state("web6", alive.endpoint())->up.load());
+  EXPECT_EQ(view_of(checker, dead.endpoint())->last_error, "connection refused");
 }
 
 TEST(HealthChecker, FullAcceptQueueTimesOut) {
