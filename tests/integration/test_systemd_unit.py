@@ -272,6 +272,8 @@ def unit_grants_enough_for_xdp_afxdp_and_io_uring(w):
         check_eq(status.get("pid"), d.daemon_pid(), "pid in status")
         check_eq(d.stop(), 0, f"exit status after SIGTERM:\n{d.log()}")
         check(not xdp_attached(lab.gw, "g0"), "XDP detached after stop")
+        # Pinning its own worker threads needs no CAP_SYS_NICE: no "pinning ..." warning.
+        check("pinning" not in d.log(), f"workers pinned without a warning:\n{d.log()}")
     finally:
         d.close()
         lab.close()
