@@ -81,7 +81,7 @@ ip netns exec "$NS_CLIENT" python3 "$ROOT/tests/lab/demo_client.py" --vip $VIP \
 CLIENT_PID=$!
 
 "$FERRYCTL" --socket "$SOCK" watch ferry_xdp_packets_total ferry_xsk_tx_packets_total \
-  ferry_xsk_drops_total ferry_proxy_ --count "$SECONDS_TO_WATCH" || true
+  ferry_xsk_drops_total ferry_proxy_connections ferry_proxy_bytes ferry_backend_up --count "$SECONDS_TO_WATCH" || true
 wait "$CLIENT_PID" || true
 CLIENT_PID=""
 

@@ -53,11 +53,13 @@ def main():
           sorted(by_label(stats, "ferry_xdp_packets_total", "action").items()))
     table("fast-path drops by reason:",
           sorted(by_label(stats, "ferry_xsk_drops_total", "reason").items()))
-    proxied = {}
-    for name in ("ferry_proxy_bytes_total",):
-        for direction, value in by_label(stats, name, "direction").items():
-            proxied[direction] = value
-    table("bytes proxied:", sorted(proxied.items()))
+    table("bytes proxied, client -> backend:",
+          sorted(by_label(stats, "ferry_proxy_backend_bytes_in_total", "backend").items()))
+    table("bytes proxied, backend -> client:",
+          sorted(by_label(stats, "ferry_proxy_backend_bytes_out_total", "backend").items()))
+    table("proxy connections refused / failed:",
+          [("refused", sum(by_label(stats, "ferry_proxy_connections_refused_total", "service").values())),
+           ("failed", sum(by_label(stats, "ferry_proxy_connections_failed_total", "service").values()))])
 
 
 if __name__ == "__main__":
