@@ -4,12 +4,13 @@
 # traffic through the io_uring proxy, live `ferryctl watch`, a summary, and removal of everything
 # it created, also on Ctrl-C or failure.
 #
-#   tests/lab/demo.sh [BUILD_DIR]      DEMO_SECONDS=30 (how long traffic runs and watch shows)
+#   tests/lab/demo.sh [BUILD_DIR]      DEMO_SECONDS=30 (how long traffic runs and watch shows);
+#                                      FERRYD, FERRYCTL override the binaries of BUILD_DIR
 set -euo pipefail
 BUILD=${1:-build}
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-FERRYD=$ROOT/$BUILD/daemon/ferryd
-FERRYCTL=$ROOT/$BUILD/daemon/ferryctl
+FERRYD=${FERRYD:-$ROOT/$BUILD/daemon/ferryd}
+FERRYCTL=${FERRYCTL:-$ROOT/$BUILD/daemon/ferryctl}
 SECONDS_TO_WATCH=${DEMO_SECONDS:-30}
 TAG=fdemo$$
 NS_CLIENT=$TAG-client NS_GW=$TAG-gw NS_BACK=$TAG-back
