@@ -30,7 +30,7 @@ void check_request(const Request& r, std::size_t size) {
   FUZZ_CHECK(!r.target.empty() && r.target.front() == '/');
   FUZZ_CHECK(r.target.starts_with(r.path()) && r.path().find('?') == std::string_view::npos);
   FUZZ_CHECK(r.header_count <= kMaxHeaderCount);
-  FUZZ_CHECK(r.request_bytes >= 16 && r.request_bytes <= size);  // "GET / HTTP/1.0\r\n\r\n"
+  FUZZ_CHECK(r.request_bytes >= 18 && r.request_bytes <= size);  // "GET / HTTP/1.0\r\n\r\n"
   FUZZ_CHECK(!r.keep_alive || r.version_minor == 1);
 }
 
