@@ -11,6 +11,40 @@
 #include "lib/uring/uring_compat.hh"
 
 namespace ferry::uring {
+namespace {
+
+// The engine keeps two FIFO lists threaded through its sockets (parked; credit holders); these
+// link and unlink one through the given pair of member pointers.
+using Link = RecvSocket* RecvSocket::*;
+
+template <Link Prev, Link Next>
+void push_back(RecvSocket& socket, RecvSocket*& head, RecvSocket*& tail) {
+  socket.*Prev = tail;
+  socket.*Next = nullptr;
+  if (tail != nullptr) {
+    tail->*Next = &socket;
+  } else {
+    head = &socket;
+  }
+  tail = &socket;
+}
+
+template <Link Prev, Link Next>
+void unlink(RecvSocket& socket, RecvSocket*& head, RecvSocket*& tail) {
+  if (socket.*Prev != nullptr) {
+    (socket.*Prev)->*Next = socket.*Next;
+  } else {
+    head = socket.*Next;
+  }
+  if (socket.*Next != nullptr) {
+    (socket.*Next)->*Prev = socket.*Prev;
+  } else {
+    tail = socket.*Prev;
+  }
+  socket.*Prev = socket.*Next = nullptr;
+}
+
+}  // namespace
 
 RecvEngine::RecvEngine(Uring& ring, BufferRing& buffers, const RecvModes& modes,
                        RecvCounters& counters, const RecvLimits& limits)
@@ -48,31 +82,16 @@ void RecvEngine::take_credit(RecvSocket& socket, std::uint64_t bytes) {
   lent_ += bytes;
   socket.active_at_ = std::chrono::steady_clock::now();
   socket.holder_ = true;
-  socket.holder_prev_ = holders_tail_;
-  socket.holder_next_ = nullptr;
-  if (holders_tail_ != nullptr) {
-    holders_tail_->holder_next_ = &socket;
-  } else {
-    holders_head_ = &socket;
-  }
-  holders_tail_ = &socket;
+  push_back<&RecvSocket::holder_prev_, &RecvSocket::holder_next_>(socket, holders_head_,
+                                                                  holders_tail_);
 }
 
 void RecvEngine::return_credit(RecvSocket& socket) {
   if (!socket.holder_) return;
   lent_ -= socket.credit_bytes_;
   socket.credit_bytes_ = 0;
-  if (socket.holder_prev_ != nullptr) {
-    socket.holder_prev_->holder_next_ = socket.holder_next_;
-  } else {
-    holders_head_ = socket.holder_next_;
-  }
-  if (socket.holder_next_ != nullptr) {
-    socket.holder_next_->holder_prev_ = socket.holder_prev_;
-  } else {
-    holders_tail_ = socket.holder_prev_;
-  }
-  socket.holder_prev_ = socket.holder_next_ = nullptr;
+  unlink<&RecvSocket::holder_prev_, &RecvSocket::holder_next_>(socket, holders_head_,
+                                                               holders_tail_);
   socket.holder_ = false;
 }
 
@@ -86,6 +105,10 @@ void RecvEngine::spend_credit(RecvSocket& socket, std::uint64_t ring_bytes) {
 
 void RecvEngine::tick(std::chrono::steady_clock::time_point now) {
   if (!capped() || parked_head_ == nullptr) return;
+  // Only a socket that waited as long as an idle recv must have been idle takes credit from
+  // idle recvs: under load credit turns over in far less, and a recv waiting for its response
+  // should keep what it was lent.
+  if (now - parked_head_->parked_at_ < limits_.dormant_after) return;
   while (holders_head_ != nullptr && now - holders_head_->active_at_ >= limits_.dormant_after) {
     // Its recv stays armed; if data comes after all, it takes ring bytes no one lent it.
     return_credit(*holders_head_);
@@ -341,30 +364,15 @@ void RecvEngine::resume(RecvSocket& socket) {
 
 void RecvEngine::park(RecvSocket& socket) {
   counters_.parks.add();
+  if (capped()) socket.parked_at_ = std::chrono::steady_clock::now();
   socket.state_ = RecvSocket::State::parked;
-  socket.parked_prev_ = parked_tail_;
-  socket.parked_next_ = nullptr;
-  if (parked_tail_ != nullptr) {
-    parked_tail_->parked_next_ = &socket;
-  } else {
-    parked_head_ = &socket;
-  }
-  parked_tail_ = &socket;
+  push_back<&RecvSocket::parked_prev_, &RecvSocket::parked_next_>(socket, parked_head_,
+                                                                  parked_tail_);
   ++parked_count_;
 }
 
 void RecvEngine::unpark(RecvSocket& socket) {
-  if (socket.parked_prev_ != nullptr) {
-    socket.parked_prev_->parked_next_ = socket.parked_next_;
-  } else {
-    parked_head_ = socket.parked_next_;
-  }
-  if (socket.parked_next_ != nullptr) {
-    socket.parked_next_->parked_prev_ = socket.parked_prev_;
-  } else {
-    parked_tail_ = socket.parked_prev_;
-  }
-  socket.parked_prev_ = socket.parked_next_ = nullptr;
+  unlink<&RecvSocket::parked_prev_, &RecvSocket::parked_next_>(socket, parked_head_, parked_tail_);
   --parked_count_;
 }
 

@@ -63,6 +63,7 @@ class RecvSocket {
   // and its place in the engine's list of credit holders, least recently active first.
   std::uint64_t credit_bytes_ = 0;
   std::chrono::steady_clock::time_point active_at_{};
+  std::chrono::steady_clock::time_point parked_at_{};  // capped engines only
   RecvSocket* holder_prev_ = nullptr;
   RecvSocket* holder_next_ = nullptr;
   bool holder_ = false;
@@ -72,14 +73,15 @@ class RecvSocket {
 // recv may take the whole ring, and a dry ring ends recvs with -ENOBUFS (then they park). With a
 // cap, each recv is armed with the kernel's multishot total limit (single-shot: its length) of
 // socket_cap_bytes, and only while the ring's free bytes cover every armed recv's remaining cap,
-// so the ring cannot run dry under them; the other sockets wait parked (no SQE) in FIFO order. A
-// recv that received nothing for dormant_after stops counting against the ring, so idle
-// connections never keep sockets that have data waiting.
+// so the ring cannot run dry under them; the other sockets wait parked (no SQE) in FIFO order.
+// When the first of them waited dormant_after, recvs that received nothing for that long stop
+// counting against the ring, so idle connections never keep sockets that have data waiting.
 struct RecvLimits {
   std::uint32_t socket_cap_bytes = 0;
-  std::chrono::milliseconds dormant_after{100};
+  std::chrono::milliseconds dormant_after{1000};
 };
-// The runtime's default cap: one 64 KiB response per recv, 64 recvs on a 256 x 16 KiB ring.
+// The cap to use when turning credit on: one 64 KiB response per recv, 64 recvs on a 256 x 16 KiB
+// ring (large-recv's default; the runtime's default is off, see RuntimeConfig::recv_limits).
 inline constexpr std::uint32_t kDefaultSocketCapBytes = 64 * 1024;
 
 struct RecvEvent {

@@ -6,7 +6,7 @@ echo:  echo-load against echo-host (a TcpPlane) for every io_ready mode and work
        scheduler counters are read from the host before and after each load and divided by the
        round trips. Writes a Markdown table.
 large: large-recv (the runtime receiving) against epoll-echo --response-bytes, with and without
-       bundles, at several connection counts. Writes a Markdown table.
+       bundles, ring credit and streaming, at several connection counts. Writes a Markdown table.
 """
 import argparse
 import json
@@ -178,16 +178,26 @@ def echo(a):
 def large(a):
     rows = []
     print(f"large: {a.response_bytes}-byte responses, {a.total_mib} MiB per run", flush=True)
-    variants = [("bundle + incremental", 256, ["--bundle", "on", "--incremental", "on"]),
-                ("no bundle", 256, ["--bundle", "off", "--incremental", "on"]),
-                ("no bundle, no incremental", 256, ["--bundle", "off", "--incremental", "off"]),
-                # The geometry that holds every in-flight response of a worker at once.
-                ("bundle + incremental", 1024, ["--bundle", "on", "--incremental", "on"])]
-    configs = [(name, buffers, flags, conns) for conns in a.connections_list
-               for name, buffers, flags in variants]
+    bi = ["--bundle", "on", "--incremental", "on"]
+    cap = ["--cap-bytes", "65536"]
+    uncapped = ["--cap-bytes", "0"]
+    # (receive path, consumer, cap, buffers, flags): the runtime's default first, then what each
+    # part of it is worth (the cap, streaming), the fallbacks, and a ring big enough for every
+    # in-flight response of a worker.
+    variants = [("bundle + incremental", "stream", "64 KiB", 256, bi + cap),
+                ("bundle + incremental", "whole", "64 KiB", 256, bi + cap + ["--consumer", "whole"]),
+                ("bundle + incremental", "stream", "none", 256, bi + uncapped),
+                ("bundle + incremental", "whole", "none", 256,
+                 bi + uncapped + ["--consumer", "whole"]),
+                ("no bundle", "stream", "64 KiB", 256, ["--bundle", "off", "--incremental", "on"] + cap),
+                ("no bundle, no incremental", "stream", "64 KiB", 256,
+                 ["--bundle", "off", "--incremental", "off"] + cap),
+                ("bundle + incremental", "whole", "none", 1024,
+                 bi + uncapped + ["--consumer", "whole"])]
+    configs = [(v, conns) for conns in a.connections_list for v in variants]
     results = {i: [] for i in range(len(configs))}
     for rep in range(a.repeat):  # interleaved passes, as for the echo benchmark
-        for i, (name, buffers, flags, conns) in enumerate(configs):
+        for i, ((name, consumer, capname, buffers, flags), conns) in enumerate(configs):
             proc, port = start([os.path.join(a.bin, "epoll-echo"), "--response-bytes",
                                 str(a.response_bytes)])
             try:
@@ -203,11 +213,13 @@ def large(a):
                 sys.stderr.write(out.stderr + out.stdout)
             r = json.loads(out.stdout.strip().splitlines()[-1])
             results[i].append(r)
-            print(f"  pass {rep + 1}: {name:<26} {buffers:>4} x 16 KiB {conns:>4} conns  "
-                  f"{r['gbps']:.2f} Gbps  cqes/resp {r['cqes_per_response']:.3f}  enobufs "
-                  f"{r['enobufs']}  sys {r['sys_cpu_pct']:.0f}%", flush=True)
-    for i, (name, buffers, flags, conns) in enumerate(configs):
-        rows.append((name, buffers, conns, median(results[i], key=lambda r: r["gbps"])))
+            print(f"  pass {rep + 1}: {name:<26} {consumer:<6} cap {capname:<6} {buffers:>4} x 16 KiB "
+                  f"{conns:>4} conns  {r['gbps']:.2f} Gbps  cqes/resp {r['cqes_per_response']:.3f}  "
+                  f"enobufs {r['enobufs']}  peak held {r['peak_held_buffers']}  "
+                  f"sys {r['sys_cpu_pct']:.0f}%", flush=True)
+    for i, ((name, consumer, capname, buffers, flags), conns) in enumerate(configs):
+        rows.append((name, consumer, capname, buffers, conns,
+                     median(results[i], key=lambda r: r["gbps"])))
     lines = [
         "# Large-response benchmark",
         "",
@@ -215,20 +227,26 @@ def large(a):
         f"epoll-echo sends a {a.response_bytes // 1024} KiB response per 1-byte request; "
         f"large-recv receives them on the TCP runtime ({a.large_workers} workers, one buffer "
         f"ring per worker), {a.total_mib} MiB per run, median by Gbps of {a.repeat} interleaved "
-        "passes, over loopback. CPU is the receiving "
-        "process's, in % of one CPU. Stitched bytes: bytes a consumer that needs each response in "
-        "one piece had to copy because the response was not at most two contiguous runs (two: the "
-        "ring wrap).",
+        "passes, over loopback. Consumer `stream` gives each batch back as soon as it has counted "
+        "it (and never needs bytes contiguous); `whole` holds every batch of a response until the "
+        "response is complete, as a parser would. Cap: the runtime's per-recv ring credit "
+        "(RecvLimits::socket_cap_bytes; none = a recv may take the whole ring). Buffers/CQE: ring "
+        "buffers one completion touched, mean. Peak held: most buffers of one worker's ring out "
+        "at a 5 ms sample. Stitched bytes: bytes the `whole` consumer had to copy because a "
+        "response was more than two contiguous runs (two: the ring wrap). Parks: recvs that waited "
+        "for ring credit or buffers, per response. CPU is the receiving process's, in % of one CPU.",
         "",
-        "| receive path | ring per worker | connections | Gbps | CQEs per response | "
-        "stitched bytes | ENOBUFS | system CPU | user CPU |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
-    for name, buffers, conns, r in rows:
+        "| receive path | consumer | cap | ring per worker | connections | Gbps | CQEs per response | "
+        "buffers/CQE | peak held | stitched bytes | ENOBUFS | parks/response | system CPU | "
+        "user CPU |",
+        "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for name, consumer, capname, buffers, conns, r in rows:
         fail = " (failures!)" if r.get("failed") else ""
-        lines.append(f"| {name} | {buffers} x 16 KiB | {conns} | {r['gbps']:.2f}{fail} | "
-                     f"{r['cqes_per_response']:.3f} | "
-                     f"{r['stitched_bytes']} | {r['enobufs']} | {r['sys_cpu_pct']:.0f}% | "
-                     f"{r['user_cpu_pct']:.0f}% |")
+        lines.append(f"| {name} | {consumer} | {capname} | {buffers} x 16 KiB | {conns} | "
+                     f"{r['gbps']:.2f}{fail} | {r['cqes_per_response']:.3f} | "
+                     f"{r['buffers_per_cqe']:.2f} | {r['peak_held_buffers']} | "
+                     f"{r['stitched_bytes']} | {r['enobufs']} | {r['parks_per_response']:.3f} | "
+                     f"{r['sys_cpu_pct']:.0f}% | {r['user_cpu_pct']:.0f}% |")
     write(a.out, lines)
 
 

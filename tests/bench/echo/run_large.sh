@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The large-response benchmark: 64 KiB responses to 64 and 256 connections, received on the TCP
-# runtime (256 x 16 KiB buffer ring per worker) with bundles + incremental rings, without bundles,
+# runtime (256 x 16 KiB buffer ring per worker) with bundles + incremental rings (streaming or
+# whole-response consumer, with and without the 64 KiB per-recv ring credit), without bundles,
 # and without either, plus bundles with a ring large enough for every in-flight response (1024 x
 # 16 KiB), side by side in one run. Writes tests/bench/results/large.md.
 #
