@@ -133,6 +133,7 @@ FastpathPlane::FastpathPlane(boost::asio::io_context& io, metrics::Registry& reg
     bind_sockets(config.xdp);
     start_workers();
     insert_into_xskmap();
+    resolve_backends(*watch_->tables());
   } catch (...) {
     stop_workers();
     remove_from_xskmap();
@@ -317,8 +318,28 @@ void FastpathPlane::publish(std::shared_ptr<const ConfigTables> config,
                             std::shared_ptr<const NextHopTables> next_hops) {
   auto next = std::make_unique<Snapshot>(board_->current());
   next->config = std::move(config);
-  next->next_hops = std::move(next_hops);
+  next->next_hops = next_hops;
   board_->publish(std::move(next));
+  if (next_hops) resolve_backends(*next_hops);
+}
+
+void FastpathPlane::resolve_backends(const NextHopTables& next_hops) {
+  // A worker that misses a next hop drops the frame (AF_XDP cannot park it the way the kernel
+  // queues packets on an unresolved neighbour), so resolve the backends before traffic needs
+  // them: at start, on reload, and again while one stays unresolved (at most once a second each).
+  if (!watch_) return;
+  auto now = std::chrono::steady_clock::now();
+  for (const config::ServiceConfig& service : config_.services) {
+    if (!service.protocols.udp || service.mode != config::ServiceMode::proxy) continue;
+    for (const net::Endpoint& backend : service.backends) {
+      auto version = backend.address.is_v4() ? packet::IpVersion::v4 : packet::IpVersion::v6;
+      const KernelRoute* route = next_hops.routes.lookup(backend.address.bytes, version);
+      if (!route) continue;
+      const auto& hop = route->gateway ? route->gateway->bytes : backend.address.bytes;
+      if (next_hops.neighbours.find(route->port, version, hop)) continue;
+      watch_->request_resolution(NeighbourKey{route->port, version, hop}, now);
+    }
+  }
 }
 
 void FastpathPlane::arm_housekeeping() {

@@ -94,6 +94,8 @@ class FastpathPlane {
   void stop_workers() noexcept;
   void publish(std::shared_ptr<const ConfigTables> config,
                std::shared_ptr<const NextHopTables> next_hops);
+  // Asks the kernel to resolve every balanced backend's next hop that `next_hops` lacks.
+  void resolve_backends(const NextHopTables& next_hops);
   void housekeeping();
   void arm_housekeeping();
   void collect(metrics::SnapshotBuilder& out) const;
