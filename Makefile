@@ -12,9 +12,10 @@ FUZZ_SMOKE_SECONDS ?= 45
 PACKAGES := g++ pkg-config meson ninja-build clang llvm bpftool \
 	libbpf-dev libxdp-dev liburing-dev libboost-dev nlohmann-json3-dev libsystemd-dev libfmt-dev \
 	libgtest-dev libgmock-dev libbenchmark-dev libfuzzer-14-dev \
-	python3 iproute2 iputils-ping util-linux procps prometheus netsniff-ng
+	python3 iproute2 iputils-ping util-linux procps prometheus netsniff-ng \
+	debhelper dpkg-dev fakeroot lintian systemd strace man-db
 
-.PHONY: all deps build build-asan build-fuzz build-tsan test test-unit fuzz demo clean
+.PHONY: all deps build build-asan build-fuzz build-tsan test test-unit fuzz demo package clean
 
 all: build
 
@@ -90,5 +91,10 @@ fuzz: build-fuzz
 demo: build
 	tests/lab/demo.sh $(BUILD)
 
+# The Debian package (dpkg-buildpackage -us -uc -b from packaging/debian) in build-deb/; its last
+# line names the .deb. `make test` builds and checks it too (tests/integration/test_package.py).
+package: deps
+	packaging/build-deb.sh build-deb
+
 clean:
-	rm -rf $(BUILD) $(BUILD_ASAN) $(BUILD_FUZZ) $(BUILD_TSAN)
+	rm -rf $(BUILD) $(BUILD_ASAN) $(BUILD_FUZZ) $(BUILD_TSAN) build-deb
