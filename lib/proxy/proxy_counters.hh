@@ -53,6 +53,14 @@ struct ServiceCounters {
   std::atomic<std::uint64_t> bytes_in{0};   // from clients
   std::atomic<std::uint64_t> bytes_out{0};  // to clients
   std::atomic<std::uint64_t> accept_errors{0};
+  // The most unsent bytes one direction of a finished connection ever held (backpressure bound).
+  std::atomic<std::uint64_t> peak_held_bytes{0};
 };
+
+inline void raise_to(std::atomic<std::uint64_t>& max, std::uint64_t v) {
+  std::uint64_t seen = max.load(std::memory_order_relaxed);
+  while (v > seen && !max.compare_exchange_weak(seen, v, std::memory_order_relaxed)) {
+  }
+}
 
 }  // namespace ferry::proxy

@@ -220,6 +220,9 @@ void ProxyService::collect(metrics::SnapshotBuilder& out) const {
           counters_.bytes_in);
   counter("ferry_proxy_bytes_out_total", "Bytes received from backends and sent to clients.",
           counters_.bytes_out);
+  out.gauge("ferry_proxy_peak_held_bytes",
+            "Most unsent bytes one direction of a finished connection held (backpressure).",
+            service, static_cast<double>(read(counters_.peak_held_bytes)));
   counter("ferry_proxy_accept_errors_total",
           "Failed accepts (fd or memory exhaustion backs off for 100 ms).",
           counters_.accept_errors);

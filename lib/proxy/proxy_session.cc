@@ -84,6 +84,9 @@ runtime::Task forward(Session* s, bool to_backend) {
     }
   }
   co_await stream.close(batch);
+  // The stream is closed: its home-side counters are final and were published to this task
+  // through the queue that resumed it.
+  raise_to(service.peak_held_bytes, stream.peak_held_bytes());
   if (s->directions.fetch_sub(1, std::memory_order_acq_rel) == 1) end_session(s);
 }
 

