@@ -8,6 +8,7 @@
 #include <netinet/tcp.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -60,10 +61,13 @@ struct ThreadResult {
 }
 
 // A blocking connect (on loopback it completes at the handshake), then non-blocking; -1 with
-// errno on failure.
+// errno on failure. Bounded: a proxy whose accept queue stays full (a connection cap) would
+// otherwise keep the SYN retransmitting for two minutes.
 int connect_to(int port) {
   const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return -1;
+  const timeval connect_timeout{10, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &connect_timeout, sizeof(connect_timeout));
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
