@@ -37,6 +37,12 @@ void check_file_is_trusted(const std::string& path, const struct stat& st) {
   if (!S_ISREG(st.st_mode)) fail_file(path, "is not a regular file");
   if (st.st_mode & S_IWOTH) fail_file(path, "is writable by others; chmod go-w it");
   if (st.st_mode & S_IWGRP) fail_file(path, "is writable by its group; chmod go-w it");
+  // Its owner can always chmod it writable again: only root or the daemon's own user may own it.
+  if (st.st_uid != 0 && st.st_uid != ::geteuid()) {
+    fail_file(path, fmt::format("is owned by uid {}, neither root nor the daemon's user; "
+                                "chown root it",
+                                st.st_uid));
+  }
   if (static_cast<std::uint64_t>(st.st_size) > kMaxConfigBytes) {
     fail_file(path, fmt::format("file is {} bytes; a config may be at most {} bytes (1 MiB)",
                                 st.st_size, kMaxConfigBytes));
