@@ -44,6 +44,11 @@ class RecvSocket {
   // Recvs submitted and recvs ended for this socket; they never differ by more than one.
   std::uint64_t recvs_submitted() const { return submitted_; }
   std::uint64_t recvs_ended() const { return ended_; }
+  // At most this many bytes per recv (multishot: its total limit, then it is re-armed), below
+  // the engine's RecvLimits cap when both are set; 0: the engine's limit alone. Set it before
+  // start(): a consumer that pauses at a high water mark then holds at most the mark plus this.
+  void set_recv_cap_bytes(std::uint32_t bytes) { recv_cap_bytes_ = bytes; }
+  std::uint32_t recv_cap_bytes() const { return recv_cap_bytes_; }
 
  private:
   friend class RecvEngine;
@@ -53,6 +58,7 @@ class RecvSocket {
   bool outstanding_ = false;
   std::uint64_t submitted_ = 0;
   std::uint64_t ended_ = 0;
+  std::uint32_t recv_cap_bytes_ = 0;
   std::uint64_t armed_at_added_ = 0;  // BufferRing::buffers_added() when the recv was submitted
   bool paused_ = false;               // pause(): do not re-arm when the recv ends
   bool pause_cancel_ = false;         // a cancel sent by pause() may still be on its way
@@ -157,6 +163,7 @@ class RecvEngine {
   void after_recv_ended(RecvSocket& socket);
   void rearm_or_park(RecvSocket& socket);  // arm now, or wait (parked) for buffers or credit
   bool capped() const { return limits_.socket_cap_bytes > 0; }
+  std::uint32_t recv_limit(const RecvSocket& socket) const;  // 0: none
   bool credit_available() const;
   void take_credit(RecvSocket& socket, std::uint64_t bytes);
   void spend_credit(RecvSocket& socket, std::uint64_t ring_bytes);
