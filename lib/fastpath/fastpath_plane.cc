@@ -297,7 +297,13 @@ void FastpathPlane::stop_workers() noexcept {
 }
 
 bool FastpathPlane::serves_layout_of(const config::XdpConfig& xdp) const {
-  return same_socket_layout(xdp_config_, xdp);
+  if (!same_socket_layout(xdp_config_, xdp)) return false;
+  // An interface deleted (and maybe re-created) since the sockets were bound: bind them again.
+  InterfaceFacts facts = system_interface_facts();
+  for (const PortSpec& port : layout_.ports) {
+    if (facts.ifindex(port.ifname) != port.ifindex) return false;
+  }
+  return true;
 }
 
 void FastpathPlane::apply(const config::Config& config) {

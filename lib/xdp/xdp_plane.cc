@@ -1,6 +1,8 @@
 // The XDP side of the daemon: the program, its attachments, their status and their counters.
 #include "lib/xdp/xdp_plane.hh"
 
+#include <net/if.h>
+
 #include "lib/common/log.hh"
 
 namespace ferry::xdp {
@@ -14,6 +16,12 @@ constexpr const char* kAttachedHelp = "1 for each interface the XDP program is a
 constexpr const char* kServicePacketsHelp =
     "Frames the XDP program matched to each service (requests to the VIP and backend replies).";
 constexpr const char* kServiceBytesHelp = "Bytes of the frames matched to each service.";
+
+// A deleted interface takes its XDP link with it; one re-created under the same name has a new
+// ifindex and no program until a reload attaches it.
+bool still_attached(const XdpAttachment& a) {
+  return ::if_nametoindex(a.ifname().c_str()) == static_cast<unsigned>(a.ifindex());
+}
 
 }  // namespace
 
@@ -41,6 +49,10 @@ void XdpPlane::apply(const config::Config& full) {
     if (w == wanted.end() || w->second->mode != it->second->requested()) {
       log::info("{}: detaching XDP program ({})", it->first,
                 w == wanted.end() ? "interface removed from config" : "mode changed");
+      it = attachments_.erase(it);
+    } else if (!still_attached(*it->second)) {
+      log::warning("{}: interface ifindex {} is gone; attaching again", it->first,
+                   it->second->ifindex());
       it = attachments_.erase(it);
     } else {
       ++it;
@@ -74,7 +86,7 @@ nlohmann::json XdpPlane::status() const {
     interfaces.push_back({{"name", name},
                           {"ifindex", a->ifindex()},
                           {"mode", std::string(to_string(a->mode()))},
-                          {"attached", true}});
+                          {"attached", still_attached(*a)}});
   }
   return {{"program_loaded", program_ != nullptr}, {"interfaces", std::move(interfaces)}};
 }
@@ -102,8 +114,9 @@ void XdpPlane::collect(metrics::SnapshotBuilder& out) const {
     }
   }
   for (const auto& [name, a] : attachments_) {
-    out.gauge("ferry_xdp_attached", kAttachedHelp, {{"iface", name}, {"mode", std::string(to_string(a->mode()))}},
-              1);
+    out.gauge("ferry_xdp_attached", kAttachedHelp,
+              {{"iface", name}, {"mode", std::string(to_string(a->mode()))}},
+              still_attached(*a) ? 1 : 0);
   }
 }
 
