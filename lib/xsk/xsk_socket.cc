@@ -6,9 +6,11 @@
 
 #include <bit>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <string>
 #include <system_error>
+#include <thread>
 
 #include "lib/common/log.hh"
 #include "lib/xsk/umem_pool.hh"
@@ -38,6 +40,9 @@ std::string bind_hint(int err, const XskOptions& options) {
       return "";
   }
 }
+
+constexpr int kBusyRetries = 50;
+constexpr std::chrono::milliseconds kBusyRetryInterval{10};
 
 [[noreturn]] void fail(int err, const XskOptions& options, const std::string& what) {
   throw std::system_error(err, std::generic_category(),
@@ -107,6 +112,17 @@ std::unique_ptr<XskSocket> XskSocket::bind_first(UmemPool& pool, const XskOption
                                                             : 0;
   std::uint16_t wakeup = options.need_wakeup ? XDP_USE_NEED_WAKEUP : 0;
   int err = socket->try_bind(pool, options, flags | wakeup, true);
+  // A reload that re-binds closed the queue's previous socket just before; the kernel releases
+  // that socket's UMEM from a workqueue, so the queue reads busy for a few milliseconds.
+  for (int attempt = 0; err == -EBUSY && attempt < kBusyRetries; ++attempt) {
+    try {
+      pool.reregister();
+    } catch (const std::system_error&) {
+      break;
+    }
+    std::this_thread::sleep_for(kBusyRetryInterval);
+    err = socket->try_bind(pool, options, flags | wakeup, true);
+  }
   if (err) {
     try {
       pool.reregister();  // so that a later first bind (after a config fix) starts clean
