@@ -1,0 +1,336 @@
+#!/usr/bin/env python3
+"""Faults with the real daemon serving UDP (the fast-path lab, XDP + AF_XDP) and TCP (a proxy
+service on the gateway namespace's loopback) at once: SIGKILL under load and a restart, a lab
+interface deleted and re-created, a reload every 100 ms under load, and every UDP backend down.
+After each: no XDP program left behind or frames conserved, fds and connections accounted for."""
+import contextlib
+import json
+import os
+import signal
+import threading
+import time
+
+from fastpath_lab import (BACKENDS, CLIENT, GATEWAY_BACKEND_SIDE, PORT, SINK, VIP, Lab,
+                          TX_CSUM_OFF, fastpath_config, frames_by_queue, inside, quiescent,
+                          samples, total)
+from harness import Daemon, check, check_eq, ok, run_tests, running, wait_until
+from netns import xdp_attached
+from proxy_peers import Backend, BlockingClient, proxy_service
+
+TCP_PORT = 7400
+OTHER_TCP_PORT = 7401
+
+# Datagrams the echo servers only count ("blast" prefix), at a fixed rate, until killed.
+UDP_LOAD = r"""
+import socket, sys, time
+vip, port, rate = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+sent, start = 0, time.monotonic()
+while True:
+    for _ in range(50):
+        s.sendto(b"blast" + bytes(60), (vip, port)); sent += 1
+    ahead = sent / rate - (time.monotonic() - start)
+    if ahead > 0: time.sleep(ahead)
+"""
+
+# Short TCP connections through the proxy (hello, echo op, close) until SIGTERM; prints counts.
+TCP_LOAD = r"""
+import json, os, signal, socket, struct, sys
+port, stop = int(sys.argv[1]), []
+signal.signal(signal.SIGTERM, lambda *a: stop.append(1))
+res = {"ok": 0, "failed": 0}
+payload = bytes(range(256)) * 8
+while not stop:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=2) as s:
+            s.sendall(b"H" + os.urandom(8).hex().encode() + struct.pack("!cQ", b"E", len(payload)) + payload)
+            got = b""
+            while len(got) < len(payload):
+                chunk = s.recv(65536)
+                if not chunk: raise ConnectionError("eof")
+                got += chunk
+            res["ok" if got == payload else "failed"] += 1
+    except OSError:
+        res["failed"] += 1
+print(json.dumps(res), flush=True)
+"""
+
+# Until a reply arrives: one datagram every 20 ms; prints the wall time of the first reply.
+UDP_PROBE = r"""
+import socket, sys, time
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.bind((sys.argv[3], 0)); s.settimeout(0.02)
+deadline = time.time() + float(sys.argv[4])
+while time.time() < deadline:
+    s.sendto(b"probe-0-0 hello", (sys.argv[1], int(sys.argv[2])))
+    try:
+        if s.recv(2048).startswith(b"probe"):
+            print(time.time()); break
+    except socket.timeout:
+        pass
+"""
+
+
+class Rig:
+    """The lab, its UDP echo backends, and TCP backend processes inside the gateway namespace."""
+
+    def __init__(self, w, tcp_backends=1):
+        self.w = w
+        self.lab = Lab()
+        self.loads = []
+        self.tcp = []
+        try:
+            self.lab.start_echo(w)
+            with inside(self.lab.gw):
+                for _ in range(tcp_backends):
+                    self.tcp.append(Backend())
+        except Exception:
+            self.close()
+            raise
+
+    def config(self, health=None, other_backends=None):
+        cfg = fastpath_config(self.w)
+        if health:
+            cfg["services"][0]["health"] = health
+        cfg["services"].append(proxy_service(TCP_PORT, [self.tcp[0].endpoint()]))
+        if other_backends is not None:
+            cfg["services"].append(proxy_service(OTHER_TCP_PORT, other_backends, name="other"))
+        return cfg
+
+    def client(self, port=TCP_PORT):
+        with inside(self.lab.gw):
+            return BlockingClient("127.0.0.1", port)
+
+    def start_loads(self, udp_pps=2000):
+        self.loads.append(self.lab.spawn(self.lab.client, UDP_LOAD, VIP, str(PORT), str(udp_pps)))
+        self.loads.append(self.lab.spawn(self.lab.gw, TCP_LOAD, str(TCP_PORT)))
+
+    def stop_loads(self):
+        """Stops the generators; returns the TCP generator's {"ok", "failed"}."""
+        udp, tcp = self.loads[-2:]
+        udp.kill()
+        udp.wait()
+        tcp.send_signal(signal.SIGTERM)  # ip netns exec passes it on to python
+        out, _ = tcp.communicate(timeout=10)
+        self.loads = self.loads[:-2]
+        return json.loads(out.strip().splitlines()[-1])
+
+    def close(self):
+        for p in self.loads:
+            with contextlib.suppress(Exception):
+                p.kill()
+        for b in self.tcp:
+            with contextlib.suppress(Exception):
+                b.stop()
+        self.lab.close()
+
+
+def fd_count(pid):
+    return len(os.listdir(f"/proc/{pid}/fd"))
+
+
+def check_frames_conserved(d):
+    quiescent(d)
+    frames, slabs = frames_by_queue(d)
+    check(frames, "frame gauges exported")
+    for q, terms in frames.items():
+        check_eq(sum(terms.values()), slabs[q], f"queue {q} conservation {terms}")
+        check_eq((terms["rx"], terms["tx"], terms["hands"]), (0, 0, 0),
+                 f"queue {q}: nothing in the worker's hands once quiet {terms}")
+    check_eq(total(d, "ferry_xsk_rejected_frames_total"), 0, "no frame freed twice or foreign")
+
+
+def check_serving(rig, tag):
+    res = rig.lab.converse(tag, flows=6, rounds=1, base=21000)
+    check_eq((res["ok"], res["bad"], res["lost"]), (6, 0, 0), f"UDP {tag}: {res}")
+    c = rig.client()
+    c.echo(b"tcp " + tag.encode())
+    c.finish()
+
+
+def sigkill_under_load_then_restart_serves_within_2s(w):
+    rig = Rig(w)
+    try:
+        cfg_path = w.write_config(rig.config())
+        first = Daemon(w, cfg_path, netns=rig.lab.gw.name, name="first")
+        try:
+            first.wait_ready()
+            check_serving(rig, "warm")
+            rig.start_loads()
+            time.sleep(1.5)
+            held = rig.client()
+            held.echo(b"open when the daemon dies")
+            first.kill()
+            check_eq(first.returncode, -signal.SIGKILL, "killed")
+            load = rig.stop_loads()
+            check(load["ok"] > 0, f"TCP load was served before the kill {load}")
+            held.close()
+        finally:
+            first.cleanup()
+        check(os.path.exists(first.socket_path), "the killed daemon left its socket file")
+        for ifname in ("g0", "g1"):
+            wait_until(lambda: not xdp_attached(rig.lab.gw, ifname), 2, f"no XDP program on {ifname}")
+
+        udp_probe = rig.lab.spawn(rig.lab.client, UDP_PROBE, VIP, str(PORT), CLIENT, "10")
+        tcp_served = {}
+
+        def tcp_probe():
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline and "at" not in tcp_served:
+                try:
+                    c = rig.client()
+                    c.echo(b"after restart")
+                    c.finish()
+                    tcp_served["at"] = time.time()
+                except (OSError, AssertionError):
+                    time.sleep(0.02)
+        started = time.time()
+        second = Daemon(w, cfg_path, netns=rig.lab.gw.name, name="second")
+        try:
+            prober = threading.Thread(target=tcp_probe)
+            prober.start()
+            second.wait_ready()
+            prober.join()
+            udp_out, _ = udp_probe.communicate(timeout=15)
+            check(udp_out.strip(), "UDP served after the restart")
+            udp_s, tcp_s = float(udp_out.strip()) - started, tcp_served.get("at", 1e18) - started
+            print(f"  restart: UDP served after {udp_s:.2f}s, TCP after {tcp_s:.2f}s", flush=True)
+            check(udp_s < 2.0, f"UDP within 2 s of start ({udp_s:.2f}s)")
+            check(tcp_s < 2.0, f"TCP within 2 s of start ({tcp_s:.2f}s)")
+            check_eq(ok(second.request("status"))["pid"], second.proc.pid,
+                     "the control socket is the new daemon's")
+            check("replaced a stale socket file" in second.log(), "the stale socket replaced")
+            for ifname in ("g0", "g1"):
+                check(xdp_attached(rig.lab.gw, ifname), f"new program on {ifname}")
+        finally:
+            second.cleanup()
+    finally:
+        rig.close()
+
+
+def recreate_g1(lab):
+    lab.link(lab.gw, "g1", lab.back, "b0")
+    lab.gw.ip("addr", "add", f"{GATEWAY_BACKEND_SIDE}/24", "dev", "g1")
+    for a in BACKENDS:
+        lab.back.ip("addr", "add", f"{a}/24", "dev", "b0")
+    lab.back.ip("addr", "add", f"{SINK}/32", "dev", "b0")
+    lab.back.ip("route", "add", "default", "via", GATEWAY_BACKEND_SIDE, "src", BACKENDS[0])
+    lab.back.run("python3", "-c", TX_CSUM_OFF, "b0")
+
+
+def interface_deleted_keeps_daemon_up_and_reload_serves_again(w):
+    rig = Rig(w)
+    try:
+        with running(w, rig.config(), netns=rig.lab.gw.name) as d:
+            check_serving(rig, "before")
+            rig.lab.gw.ip("link", "del", "g1")  # takes its peer b0 with it
+            time.sleep(1.0)
+            check(d.proc.poll() is None, f"ferryd still running:\n{d.log()}")
+
+            def reported():
+                status = ok(d.request("status"))["xdp"]["interfaces"]
+                gauge = {l["iface"]: v for l, v in samples(d, "ferry_xdp_attached")}
+                return {i["name"]: i["attached"] for i in status}, gauge
+            check_eq(reported(), ({"g0": True, "g1": False}, {"g0": 1, "g1": 0}),
+                     "status and ferry_xdp_attached show g1 gone")
+            c = rig.client()
+            c.echo(b"tcp while g1 is gone")
+            c.finish()
+            recreate_g1(rig.lab)
+            for p in rig.lab.procs:  # the echo servers' sockets are bound to vanished addresses
+                p.kill()
+                p.wait()
+            rig.lab.start_echo(w)
+            ok(d.request("reload"), "reload after re-creating g1")
+            wait_until(lambda: xdp_attached(rig.lab.gw, "g1"), 5, "program back on g1")
+            check_eq(reported(), ({"g0": True, "g1": True}, {"g0": 1, "g1": 1}),
+                     "status and ferry_xdp_attached after the reload")
+            check("g1: interface ifindex" in d.log(), "the reload logged the re-attach")
+            check_serving(rig, "after")
+            check_frames_conserved(d)
+            check(d.proc.poll() is None, "still running")
+    finally:
+        rig.close()
+
+
+def reload_every_100ms_under_load_drops_nothing_and_leaks_nothing(w, seconds=12.0):
+    rig = Rig(w, tcp_backends=2)
+    try:
+        other = [rig.tcp[1].endpoint()]
+        both = other + [rig.tcp[0].endpoint()]
+        cfg = rig.config(other_backends=other)
+        with running(w, cfg, netns=rig.lab.gw.name) as d:
+            check_serving(rig, "warm")
+            time.sleep(0.3)
+            fds_before = fd_count(d.proc.pid)
+            held = [rig.client() for _ in range(4)]
+            for c in held:
+                c.echo(b"held across the reloads")
+            rig.start_loads()
+            reloads = 0
+            deadline = time.monotonic() + seconds
+            while time.monotonic() < deadline:
+                # Only service "other" changes: "web" and "echo" must not notice.
+                other_cfg = rig.config(other_backends=other if reloads % 2 else both)
+                w.write_config(other_cfg)
+                r = d.request("reload")
+                check(r.get("ok"), f"reload {reloads}: {r}")
+                reloads += 1
+                if reloads % 10 == 0:
+                    held[reloads // 10 % len(held)].echo(b"x" * 3000)
+                time.sleep(0.1)
+            load = rig.stop_loads()
+            print(f"  {reloads} reloads in {seconds:.0f}s; TCP load {load}", flush=True)
+            check(d.proc.poll() is None, "no crash")
+            check_eq(load["failed"], 0, f"no short TCP connection failed {load}")
+            check(load["ok"] > 50, f"TCP load ran {load}")
+            for c in held:
+                c.echo(b"still here after the reloads")
+                c.finish()
+                c.tally.check_against(rig.tcp[0].wait_closed(c.id))
+            check_serving(rig, "after")
+            check_eq(ok(d.request("status"))["reloads"], reloads, "every reload applied")
+            check_frames_conserved(d)
+            wait_until(lambda: fd_count(d.proc.pid) == fds_before, 10,
+                       f"fd count back to {fds_before} (now {fd_count(d.proc.pid)})", interval=0.2)
+    finally:
+        rig.close()
+
+
+def all_udp_backends_down_drops_counted_as_no_backend(w):
+    """No TCP listener on any backend: the health checks mark all three down, and every datagram
+    to the service is dropped and counted as no_backend (the TCP side of "all backends down" is
+    test_proxy_faults.py's all_backends_down_resets_client_and_counts_failed)."""
+    rig = Rig(w)
+    try:
+        health = {"interval_ms": 200, "timeout_ms": 150, "rise": 2, "fall": 2}
+        with running(w, rig.config(health=health), netns=rig.lab.gw.name) as d:
+            def all_down():
+                up = ok(d.request("stats", {"prefix": "ferry_backend_up"}))["metrics"][0]["samples"]
+                echo = [s["value"] for s in up if s["labels"]["service"] == "echo"]
+                return len(echo) == 3 and not any(echo)
+            wait_until(all_down, 5, "every UDP backend marked down")
+            before = total(d, "ferry_xsk_drops_total", reason="no_backend")
+            count = 300
+            rig.lab.client.run("python3", "-c",
+                               "import socket,time\ns=socket.socket(socket.AF_INET,socket.SOCK_DGRAM)\n"
+                               f"for i in range({count}):\n s.sendto(b'blast'+bytes(40),('{VIP}',{PORT}))\n"
+                               " time.sleep(0.001)\n")
+            quiescent(d, timeout=10)
+            dropped = total(d, "ferry_xsk_drops_total", reason="no_backend") - before
+            check_eq(dropped, count, "every datagram dropped as no_backend")
+            check_frames_conserved(d)
+            c = rig.client()
+            c.echo(b"the TCP service is unaffected")
+            c.finish()
+    finally:
+        rig.close()
+
+
+if __name__ == "__main__":
+    run_tests([
+        sigkill_under_load_then_restart_serves_within_2s,
+        interface_deleted_keeps_daemon_up_and_reload_serves_again,
+        reload_every_100ms_under_load_drops_nothing_and_leaks_nothing,
+        all_udp_backends_down_drops_counted_as_no_backend,
+    ])
