@@ -88,6 +88,13 @@ test-unit: build
 fuzz: build-fuzz
 	FUZZ_SECONDS=$(FUZZ_SECONDS) meson test -C $(BUILD_FUZZ) --num-processes 1 --verbose
 
+# The bounded soak (not in make test; root): SOAK_SECONDS (default 600) of UDP + TCP load with a
+# reload every second and backend flaps; prints RSS, fds, frames and error counters as a table.
+.PHONY: soak
+SOAK_SECONDS ?= 600
+soak: build
+	SOAK_SECONDS=$(SOAK_SECONDS) tests/soak/soak.sh $(BUILD)
+
 demo: build
 	tests/lab/demo.sh $(BUILD)
 
