@@ -137,19 +137,12 @@ void RecvEngine::rearm_or_park(RecvSocket& socket) {
   arm(socket);
 }
 
-std::uint32_t RecvEngine::recv_limit(const RecvSocket& socket) const {
-  const std::uint32_t engine_cap = limits_.socket_cap_bytes;
-  const std::uint32_t socket_cap = socket.recv_cap_bytes_;
-  if (engine_cap == 0 || socket_cap == 0) return std::max(engine_cap, socket_cap);
-  return std::min(engine_cap, socket_cap);
-}
-
 void RecvEngine::arm(RecvSocket& socket) {
   assert(!socket.outstanding_);
   if (socket.outstanding_) return;  // one recv per socket, whatever a caller asks for
   io_uring_sqe* sqe = ring_.sqe();
-  if (capped()) take_credit(socket, limits_.socket_cap_bytes);
-  const std::uint32_t cap = recv_limit(socket);
+  const std::uint32_t cap = limits_.socket_cap_bytes;
+  if (cap > 0) take_credit(socket, cap);
   if (modes_.multishot) {
     io_uring_prep_recv_multishot(sqe, socket.fd_, nullptr, 0, 0);
     // The multishot total limit (sqe->optlen, which shares its word with file_index; 6.17+): the
@@ -192,8 +185,10 @@ RecvEvent RecvEngine::handle(RecvSocket& socket, const io_uring_cqe& cqe) {
     if (c.status != BufferRing::ConsumeStatus::ok) counters_.protocol_errors.add();
     event.buffers = c.buffers;
     gave_back = c.given_back > 0;
-    if (capped()) spend_credit(socket, c.ring_bytes);
-    if (recv_limit(socket) > 0 && modes_.multishot && !total_cap_refused_) total_cap_seen_ = true;
+    if (capped()) {
+      spend_credit(socket, c.ring_bytes);
+      if (modes_.multishot && !total_cap_refused_) total_cap_seen_ = true;
+    }
   } else if (cqe.res > 0) {
     counters_.protocol_errors.add();  // data without a buffer: the SQE lost IOSQE_BUFFER_SELECT
   }
@@ -219,10 +214,8 @@ RecvEvent RecvEngine::handle(RecvSocket& socket, const io_uring_cqe& cqe) {
 
   // The recv ended: its unused credit goes to the sockets waiting for it first (FIFO), this one
   // queues behind them if it wants to receive again.
-  if (capped()) {
-    return_credit(socket);
-    wake_parked();
-  }
+  return_credit(socket);
+  wake_parked();
   const bool closing = socket.state_ == RecvSocket::State::closing;
   switch (cqe.res) {
     case -ENOBUFS:
@@ -263,8 +256,8 @@ RecvEvent RecvEngine::handle(RecvSocket& socket, const io_uring_cqe& cqe) {
     case -EINVAL:
       // Kernels before the multishot total limit (IORING_RECV_MSHOT_LIM, 6.17) refuse a non-zero
       // optlen: from then on the cap only gates arming (a recv may take more than its credit).
-      if (!closing && !socket.paused_ && recv_limit(socket) > 0 && modes_.multishot &&
-          !total_cap_refused_ && !total_cap_seen_) {
+      if (!closing && !socket.paused_ && capped() && modes_.multishot && !total_cap_refused_ &&
+          !total_cap_seen_) {
         total_cap_refused_ = true;
         rearm_or_park(socket);
         return event;
@@ -290,10 +283,8 @@ RecvEvent RecvEngine::handle(RecvSocket& socket, const io_uring_cqe& cqe) {
 }
 
 void RecvEngine::after_recv_ended(RecvSocket& socket) {
-  if (capped()) {
-    return_credit(socket);
-    wake_parked();
-  }
+  return_credit(socket);
+  wake_parked();
   if (socket.state_ == RecvSocket::State::closing) {
     // The recv ended on its own before the cancel reached it; the cancel will find nothing.
     socket.state_ = RecvSocket::State::closed;
