@@ -55,6 +55,9 @@ runtime::Task forward(Session* s, bool to_backend) {
   BackendStats& backend = *s->target->stats;
   runtime::RecvStream stream(s->home, src, s->service.get());
   stream.set_water_marks(settings.high_water_bytes, settings.low_water_bytes);
+  // While backpressure pauses `src`, this task may sit in send_all to a peer that reads nothing;
+  // a reset of `src` then aborts the pair from the home worker, which fails that send.
+  stream.set_reset_handler([](void* session) { static_cast<Session*>(session)->abort(); }, s);
   runtime::RecvBatch batch;
   std::vector<iovec> cursor;
   for (;;) {

@@ -1,6 +1,8 @@
 // A task's receive side of one socket, served by its home worker (see recv_stream.hh).
 #include "lib/runtime/recv_stream.hh"
 
+#include <poll.h>
+
 #include <algorithm>
 #include <cassert>
 
@@ -33,13 +35,51 @@ void RecvStream::give_back(RecvBatch& batch) {
   batch.bytes = 0;
 }
 
-void RecvStream::check_high_water() {
-  const std::uint64_t held = held_bytes();
-  peak_held_bytes_ = std::max(peak_held_bytes_, held);
+void RecvStream::check_high_water(std::uint64_t arriving_bytes) {
+  const std::uint64_t held = held_bytes() + arriving_bytes;
   if (high_water_bytes_ == 0 || held <= high_water_bytes_) return;
   if (socket_.state() == uring::RecvSocket::State::closed || home_.engine().paused(socket_)) return;
   ++pauses_;
   home_.engine().pause(socket_);
+  arm_reset_watch();
+}
+
+void RecvStream::arm_reset_watch() {
+  // Once per stream: the poll stays armed across resumes (a recv reports the reset then, and
+  // the handler is idempotent), and it costs one SQE only on streams that ever paused.
+  if (reset_fn_ == nullptr || watch_used_ || closer_ != nullptr || closed_) return;
+  watch_used_ = true;
+  watch_armed_ = true;
+  io_uring_sqe* sqe = home_.ring().sqe();
+  io_uring_prep_poll_add(sqe, socket_.fd(), POLLERR);
+  io_uring_sqe_set_data64(sqe, reset_watch_.user_data());
+}
+
+void RecvStream::cancel_reset_watch() {
+  if (!watch_armed_ || watch_cancel_sent_) return;
+  watch_cancel_sent_ = true;
+  io_uring_sqe* sqe = home_.ring().sqe();
+  io_uring_prep_poll_remove(sqe, reset_watch_.user_data());
+  io_uring_sqe_set_data64(sqe, uring::kIgnoredUserData);
+}
+
+bool RecvStream::fully_closed() const {
+  return socket_.state() == uring::RecvSocket::State::closed && !watch_armed_;
+}
+
+void RecvStream::on_reset_watch(Completion* self, Worker& worker, const io_uring_cqe& cqe) {
+  RecvStream* stream = static_cast<ResetWatch*>(self)->stream;
+  stream->watch_armed_ = false;
+  // -ECANCELED after close()'s removal; a mask without POLLERR cannot come (only POLLERR was
+  // asked for), but is no reason to reset either.
+  if (cqe.res > 0 && (cqe.res & POLLERR) != 0 && stream->closer_ == nullptr && !stream->closed_) {
+    stream->reset_fn_(stream->reset_context_);
+  }
+  if (stream->closer_ != nullptr && stream->fully_closed()) {
+    CloseAwaiter* closer = std::exchange(stream->closer_, nullptr);
+    stream->shut(closer->batch_);
+    worker.io_ready(closer->task_);
+  }
 }
 
 void RecvStream::check_low_water() {
@@ -80,11 +120,14 @@ bool RecvStream::shut(RecvBatch& batch) {
     pending_bytes_ = 0;
   }
   if (closed_) return true;
-  if (socket_.state() == uring::RecvSocket::State::closed || home_.engine().close(socket_)) {
+  cancel_reset_watch();
+  const bool recv_closed =
+      socket_.state() == uring::RecvSocket::State::closed || home_.engine().close(socket_);
+  if (recv_closed && !watch_armed_) {
     finish_close();
     return true;
   }
-  return false;  // the cancel is queued; its final completion arrives through on_recv
+  return false;  // a cancel is queued; its final completion arrives through on_recv or the watch
 }
 
 void RecvStream::finish_close() {
@@ -95,6 +138,10 @@ void RecvStream::finish_close() {
 
 void RecvStream::on_recv(Completion* self, Worker& worker, const io_uring_cqe& cqe) {
   auto* stream = static_cast<RecvStream*>(self);
+  // Paused before the engine sees the completion: a recv that ends with it (its limit reached)
+  // is then not re-armed while the stream holds more than high water. So every recv starts at
+  // most at high water and adds at most its limit (high water) before its pause lands.
+  if (cqe.res > 0) stream->check_high_water(static_cast<std::uint64_t>(cqe.res));
   uring::RecvEvent event = worker.engine().handle(stream->socket_, cqe);
   switch (event.kind) {
     case uring::RecvEvent::Kind::data:
@@ -102,7 +149,7 @@ void RecvStream::on_recv(Completion* self, Worker& worker, const io_uring_cqe& c
       // spans of two completions must be released separately even when adjacent.
       stream->pending_.insert(stream->pending_.end(), event.spans.begin(), event.spans.end());
       stream->pending_bytes_ += event.bytes;
-      stream->check_high_water();
+      stream->peak_held_bytes_ = std::max(stream->peak_held_bytes_, stream->held_bytes());
       break;
     case uring::RecvEvent::Kind::eof:
       stream->end_ = RecvBatch::End::eof;
@@ -125,7 +172,7 @@ void RecvStream::on_recv(Completion* self, Worker& worker, const io_uring_cqe& c
       worker.io_ready(waiter->task_);
     }
   }
-  if (stream->closer_ != nullptr && stream->socket_.state() == uring::RecvSocket::State::closed) {
+  if (stream->closer_ != nullptr && stream->fully_closed()) {
     CloseAwaiter* closer = std::exchange(stream->closer_, nullptr);
     stream->shut(closer->batch_);
     worker.io_ready(closer->task_);

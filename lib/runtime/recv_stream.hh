@@ -6,6 +6,7 @@
 
 #include <sys/uio.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -52,15 +53,30 @@ class RecvStream : private Completion {
 
   // Backpressure (before the first next()): while the bytes received and not yet given back
   // (queued here plus handed to the task) exceed `high_bytes`, the recv is paused; it resumes
-  // when they fall to `low_bytes`. 0 (the default) never pauses. Home-side state: read the
-  // getters only on the home worker, or after the stream closed.
+  // when they fall to `low_bytes`. 0 (the default) never pauses. Each recv is limited to
+  // `high_bytes` too, since the recv armed when the mark is crossed keeps delivering until its
+  // pause lands: whenever a recv is armed the stream holds at most `high_bytes`, so it holds at
+  // most 2 x `high_bytes`.
+  // Home-side state: read the getters only on the home worker, or after the stream closed.
   void set_water_marks(std::uint64_t high_bytes, std::uint64_t low_bytes) {
     high_water_bytes_ = high_bytes;
     low_water_bytes_ = low_bytes;
+    socket_.set_recv_cap_bytes(
+        static_cast<std::uint32_t>(std::min<std::uint64_t>(high_bytes, UINT32_MAX)));
   }
   std::uint64_t held_bytes() const { return pending_bytes_ + handed_bytes_; }
   std::uint64_t peak_held_bytes() const { return peak_held_bytes_; }
   std::uint64_t pauses() const { return pauses_; }
+
+  // A paused socket has no recv to report a reset, so a task stuck sending elsewhere would never
+  // learn of it. With a handler set (before the first next()), the first pause arms a poll for
+  // POLLERR on the socket, and a reset (or any socket error) calls `fn(context)` on the home
+  // worker while the stream is open. A graceful FIN is not an error and does not call it.
+  using ResetFn = void (*)(void* context);
+  void set_reset_handler(ResetFn fn, void* context) {
+    reset_fn_ = fn;
+    reset_context_ = context;
+  }
 
   class NextAwaiter;
   class CloseAwaiter;
@@ -85,8 +101,18 @@ class RecvStream : private Completion {
   bool shut(RecvBatch& batch);  // gives back, closes; true when closed already
   void give_back(RecvBatch& batch);
   void finish_close();
-  void check_high_water();  // after bytes arrived
-  void check_low_water();   // after bytes were given back
+  void check_high_water(std::uint64_t arriving_bytes);  // as a completion brings bytes
+  void check_low_water();                               // after bytes were given back
+  void arm_reset_watch();
+  void cancel_reset_watch();
+  bool fully_closed() const;  // the recv ended and the reset watch's poll completed
+
+  // The poll on a paused socket (its own completion: the recv's user_data is the stream's).
+  struct ResetWatch : Completion {
+    explicit ResetWatch(RecvStream* s) : Completion(&RecvStream::on_reset_watch), stream(s) {}
+    RecvStream* stream;
+  };
+  static void on_reset_watch(Completion* self, Worker& worker, const io_uring_cqe& cqe);
 
   Worker& home_;
   uring::RecvSocket socket_;
@@ -99,6 +125,12 @@ class RecvStream : private Completion {
   std::uint64_t low_water_bytes_ = 0;
   std::uint64_t peak_held_bytes_ = 0;
   std::uint64_t pauses_ = 0;
+  ResetFn reset_fn_ = nullptr;
+  void* reset_context_ = nullptr;
+  ResetWatch reset_watch_{this};
+  bool watch_armed_ = false;        // the poll is outstanding
+  bool watch_used_ = false;         // armed once already: a stream watches at most once
+  bool watch_cancel_sent_ = false;  // close() asked the kernel to remove the poll
   RecvBatch::End end_ = RecvBatch::End::none;
   int error_ = 0;
   bool started_ = false;
