@@ -137,12 +137,22 @@ void RecvEngine::rearm_or_park(RecvSocket& socket) {
   arm(socket);
 }
 
+std::uint32_t RecvEngine::recv_limit(const RecvSocket& socket) const {
+  const std::uint32_t engine_cap = limits_.socket_cap_bytes;
+  const std::uint32_t socket_cap = socket.recv_cap_bytes_;
+  if (engine_cap == 0 || socket_cap == 0) return std::max(engine_cap, socket_cap);
+  return std::min(engine_cap, socket_cap);
+}
+
 void RecvEngine::arm(RecvSocket& socket) {
   assert(!socket.outstanding_);
   if (socket.outstanding_) return;  // one recv per socket, whatever a caller asks for
   io_uring_sqe* sqe = ring_.sqe();
-  const std::uint32_t cap = limits_.socket_cap_bytes;
-  if (cap > 0) take_credit(socket, cap);
+  if (capped()) take_credit(socket, limits_.socket_cap_bytes);
+  const std::uint32_t cap = recv_limit(socket);
+  // A single-shot bundle retries while more is queued and appends past its length (the
+  // kernel's IORING_RECV_RETRY): a socket with its own limit gets one buffer per recv there.
+  const bool bundle = modes_.bundle && (modes_.multishot || socket.recv_cap_bytes_ == 0);
   if (modes_.multishot) {
     io_uring_prep_recv_multishot(sqe, socket.fd_, nullptr, 0, 0);
     // The multishot total limit (sqe->optlen, which shares its word with file_index; 6.17+): the
@@ -153,11 +163,11 @@ void RecvEngine::arm(RecvSocket& socket) {
     // one buffer.
     const std::uint32_t one =
         cap > 0 ? std::min(cap, buffers_.buffer_bytes()) : buffers_.buffer_bytes();
-    io_uring_prep_recv(sqe, socket.fd_, nullptr, modes_.bundle ? cap : one, 0);
+    io_uring_prep_recv(sqe, socket.fd_, nullptr, bundle ? cap : one, 0);
   }
   sqe->flags |= IOSQE_BUFFER_SELECT;
   sqe->buf_group = buffers_.group_id();
-  if (modes_.bundle) sqe->ioprio |= IORING_RECVSEND_BUNDLE;
+  if (bundle) sqe->ioprio |= IORING_RECVSEND_BUNDLE;
   io_uring_sqe_set_data64(sqe, socket.user_data_);
   socket.outstanding_ = true;
   socket.armed_at_added_ = buffers_.buffers_added();
@@ -185,10 +195,8 @@ RecvEvent RecvEngine::handle(RecvSocket& socket, const io_uring_cqe& cqe) {
     if (c.status != BufferRing::ConsumeStatus::ok) counters_.protocol_errors.add();
     event.buffers = c.buffers;
     gave_back = c.given_back > 0;
-    if (capped()) {
-      spend_credit(socket, c.ring_bytes);
-      if (modes_.multishot && !total_cap_refused_) total_cap_seen_ = true;
-    }
+    if (capped()) spend_credit(socket, c.ring_bytes);
+    if (recv_limit(socket) > 0 && modes_.multishot && !total_cap_refused_) total_cap_seen_ = true;
   } else if (cqe.res > 0) {
     counters_.protocol_errors.add();  // data without a buffer: the SQE lost IOSQE_BUFFER_SELECT
   }
@@ -256,8 +264,8 @@ RecvEvent RecvEngine::handle(RecvSocket& socket, const io_uring_cqe& cqe) {
     case -EINVAL:
       // Kernels before the multishot total limit (IORING_RECV_MSHOT_LIM, 6.17) refuse a non-zero
       // optlen: from then on the cap only gates arming (a recv may take more than its credit).
-      if (!closing && !socket.paused_ && capped() && modes_.multishot && !total_cap_refused_ &&
-          !total_cap_seen_) {
+      if (!closing && !socket.paused_ && recv_limit(socket) > 0 && modes_.multishot &&
+          !total_cap_refused_ && !total_cap_seen_) {
         total_cap_refused_ = true;
         rearm_or_park(socket);
         return event;
