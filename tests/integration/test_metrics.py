@@ -82,6 +82,22 @@ def metrics_can_be_disabled(w):
         check_eq(status["metrics"], None, "status.metrics when disabled")
 
 
+def documented_alert_rules_pass_promtool(w):
+    """The sample alert rules in docs/metrics.md are valid rules that name real metric families."""
+    import os
+    doc = open(os.path.join(os.environ.get("SOURCE_ROOT", "../.."), "docs/metrics.md")).read()
+    blocks = re.findall(r"```yaml\n(.*?)```", doc, re.S)
+    check_eq(len(blocks), 1, "one yaml block of alert rules in docs/metrics.md")
+    rules = w.file("rules.yml")
+    with open(rules, "w") as f:
+        f.write(blocks[0])
+    r = subprocess.run(["promtool", "check", "rules", rules], capture_output=True, text=True, timeout=30)
+    check_eq(r.returncode, 0, f"promtool check rules: {r.stdout} {r.stderr}")
+    documented = set(re.findall(r"^\| `(ferry_[a-z_]+)`", doc, re.M))
+    for name in set(re.findall(r"\b(ferry_[a-z_]+)", blocks[0])):
+        check(name in documented, f"alert rule metric {name} is a documented family")
+
+
 if __name__ == "__main__":
     run_tests([scrape_passes_promtool, every_exported_family_is_documented, stats_and_metrics_agree, other_paths_and_bad_requests,
-               metrics_can_be_disabled])
+               metrics_can_be_disabled, documented_alert_rules_pass_promtool])
