@@ -19,6 +19,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "../common/bench_server.hh"
+
 namespace {
 
 struct Connection {
@@ -27,16 +29,8 @@ struct Connection {
   std::uint64_t owed = 0;  // response mode: bytes still to send
 };
 
-volatile sig_atomic_t g_stop = 0;
-
-void on_signal(int) {
-  g_stop = 1;
-}
-
-[[noreturn]] void die(const char* what) {
-  std::perror(what);
-  std::exit(1);
-}
+using ferry_bench::die;
+using ferry_bench::g_stop;
 
 void usage() {
   std::fprintf(stderr, "usage: epoll-echo [--port N] [--response-bytes N]\n");
@@ -58,24 +52,8 @@ int main(int argc, char** argv) {
       usage();
     }
   }
-  signal(SIGTERM, on_signal);
-  signal(SIGINT, on_signal);
-  signal(SIGPIPE, SIG_IGN);
-
-  int listener = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  if (listener < 0) die("socket");
-  int one = 1;
-  ::setsockopt(listener, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = htons(static_cast<std::uint16_t>(port));
-  if (::bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) die("bind");
-  if (::listen(listener, 4096) != 0) die("listen");
-  socklen_t len = sizeof(addr);
-  ::getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len);
-  std::printf("port %d\n", ntohs(addr.sin_port));
-  std::fflush(stdout);
+  ferry_bench::stop_on_signals();
+  int listener = ferry_bench::listen_loopback(port);
 
   int ep = ::epoll_create1(EPOLL_CLOEXEC);
   epoll_event ev{};
@@ -130,6 +108,7 @@ int main(int argc, char** argv) {
         for (;;) {
           int c = ::accept4(listener, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
           if (c < 0) break;
+          int one = 1;
           ::setsockopt(c, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
           epoll_event e{};
           e.events = EPOLLIN;

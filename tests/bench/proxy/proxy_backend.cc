@@ -16,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "../common/bench_server.hh"
 #include "request_header.hh"
 
 namespace {
@@ -29,16 +30,8 @@ struct Connection {
   std::uint64_t owed_bytes = 0;     // response bytes not yet written
 };
 
-volatile sig_atomic_t g_stop = 0;
-
-void on_signal(int) {
-  g_stop = 1;
-}
-
-[[noreturn]] void die(const char* what) {
-  std::perror(what);
-  std::exit(1);
-}
+using ferry_bench::die;
+using ferry_bench::g_stop;
 
 void usage() {
   std::fprintf(stderr, "usage: proxy-backend [--port N] [--threads 1]\n");
@@ -187,24 +180,8 @@ int main(int argc, char** argv) {
     }
   }
   if (threads <= 0) usage();
-  signal(SIGTERM, on_signal);
-  signal(SIGINT, on_signal);
-  signal(SIGPIPE, SIG_IGN);
-
-  const int listener = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  if (listener < 0) die("socket");
-  int one = 1;
-  ::setsockopt(listener, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = htons(static_cast<std::uint16_t>(port));
-  if (::bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) die("bind");
-  if (::listen(listener, 4096) != 0) die("listen");
-  socklen_t len = sizeof(addr);
-  ::getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len);
-  std::printf("port %d\n", ntohs(addr.sin_port));
-  std::fflush(stdout);
+  ferry_bench::stop_on_signals();
+  const int listener = ferry_bench::listen_loopback(port);
 
   std::vector<BackendLoop> loops;
   loops.reserve(static_cast<std::size_t>(threads));
