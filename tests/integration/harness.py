@@ -63,6 +63,17 @@ def base_config(workdir, **overrides):
     return cfg
 
 
+def tcp_control_config(workdir, token):
+    """base_config with the TCP control listener on 127.0.0.1:0 and `token` in a 0600 token file."""
+    token_file = workdir.file("token")
+    with open(token_file, "w") as f:
+        f.write(token + "\n")
+    os.chmod(token_file, 0o600)
+    cfg = base_config(workdir)
+    cfg["control"]["tcp"] = {"listen": "127.0.0.1:0", "token_file": token_file}
+    return cfg
+
+
 class Notifications:
     """The NOTIFY_SOCKET end: collects sd_notify datagrams from the daemon."""
 

@@ -10,7 +10,7 @@ import subprocess
 import threading
 
 from harness import (FERRYCTL, ControlClient, Daemon, base_config, check, check_eq, ok, run_tests,
-                     running)
+                     running, tcp_control_config)
 
 
 def rss_kib(pid):
@@ -173,12 +173,7 @@ def uid_outside_socket_permissions_cannot_connect(w):
 
 
 def tcp_control_needs_the_token(w):
-    token = w.file("token")
-    with open(token, "w") as f:
-        f.write("s3cret-token\n")
-    os.chmod(token, 0o600)
-    cfg = base_config(w)
-    cfg["control"]["tcp"] = {"listen": "127.0.0.1:0", "token_file": token}
+    cfg = tcp_control_config(w, "s3cret-token")
     with running(w, cfg) as d:
         host, port = ok(d.request("status"))["control"]["tcp"].rsplit(":", 1)
 

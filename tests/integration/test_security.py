@@ -10,7 +10,7 @@ import pwd
 import socket
 import subprocess
 
-from harness import FERRYD, Daemon, base_config, check, check_eq, ok, run_tests, running
+from harness import FERRYD, Daemon, base_config, check, check_eq, ok, run_tests, running, tcp_control_config
 
 EX_CONFIG = 78
 
@@ -89,12 +89,7 @@ def symlink_to_a_socket_or_to_nothing_at_socket_path_is_not_followed(w):
 
 
 def repeated_wrong_tokens_block_the_source_and_are_counted(w):
-    token = w.file("token")
-    with open(token, "w") as f:
-        f.write("right-token-0123456789\n")
-    os.chmod(token, 0o600)
-    cfg = base_config(w)
-    cfg["control"]["tcp"] = {"listen": "127.0.0.1:0", "token_file": token}
+    cfg = tcp_control_config(w, "right-token-0123456789")
     with running(w, cfg) as d:
         host, port = ok(d.request("status"))["control"]["tcp"].rsplit(":", 1)
 
