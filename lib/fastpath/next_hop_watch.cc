@@ -1,7 +1,6 @@
 // Following the kernel's routes and neighbours on the fast path's interfaces.
 #include "lib/fastpath/next_hop_watch.hh"
 
-#include <fcntl.h>
 #include <linux/neighbour.h>
 #include <linux/rtnetlink.h>
 #include <unistd.h>
@@ -18,12 +17,6 @@ namespace {
 constexpr auto kCoalesce = std::chrono::milliseconds(10);
 constexpr auto kResolveAgainAfter = std::chrono::seconds(1);
 
-int dup_fd(int fd) {
-  int copy = ::fcntl(fd, F_DUPFD_CLOEXEC, 0);
-  if (copy < 0) throw std::system_error(errno, std::generic_category(), "dup netlink socket");
-  return copy;
-}
-
 packet::IpVersion version_of(const net::IpAddress& a) {
   return a.is_v4() ? packet::IpVersion::v4 : packet::IpVersion::v6;
 }
@@ -35,7 +28,7 @@ NextHopWatch::NextHopWatch(boost::asio::io_context& io, const FastpathLayout& la
     : layout_(layout),
       publish_(std::move(publish)),
       events_(RTMGRP_NEIGH | RTMGRP_IPV4_ROUTE | RTMGRP_IPV6_ROUTE),
-      events_wait_(io, dup_fd(events_.fd())),
+      events_wait_(io, events_.duplicate_fd()),
       rebuild_timer_(io) {
   dump_routes();
   dump_neighbours();

@@ -1,6 +1,7 @@
-// rtnetlink route/neighbour parsing, dumps, notifications and NTF_USE resolution requests.
+// rtnetlink link/route/neighbour parsing, dumps, notifications and NTF_USE resolution requests.
 #include "lib/fastpath/rtnetlink.hh"
 
+#include <fcntl.h>
 #include <linux/neighbour.h>
 #include <linux/rtnetlink.h>
 #include <poll.h>
@@ -44,6 +45,25 @@ std::uint32_t u32_of(const rtattr* attr) {
 }
 
 }  // namespace
+
+std::optional<LinkMessage> parse_link(const nlmsghdr* message) {
+  if (message->nlmsg_type != RTM_NEWLINK && message->nlmsg_type != RTM_DELLINK) return {};
+  if (message->nlmsg_len < NLMSG_LENGTH(sizeof(ifinfomsg))) return {};
+  const auto* info = static_cast<const ifinfomsg*>(NLMSG_DATA(message));
+  LinkMessage out;
+  out.deleted = message->nlmsg_type == RTM_DELLINK;
+  out.ifindex = info->ifi_index;
+  out.flags = info->ifi_flags;
+  for_each_attribute(message, sizeof(ifinfomsg), [&](const rtattr* attr) {
+    if (attr->rta_type != IFLA_IFNAME) return;
+    // NUL-terminated by the kernel; take at most the payload either way.
+    const auto* text = static_cast<const char*>(RTA_DATA(attr));
+    out.name.assign(text, ::strnlen(text, RTA_PAYLOAD(attr)));
+  });
+  // Every link message names its interface; one that does not is nothing to match on.
+  if (out.ifindex <= 0 || out.name.empty()) return {};
+  return out;
+}
 
 std::optional<NeighbourMessage> parse_neighbour(const nlmsghdr* message) {
   if (message->nlmsg_type != RTM_NEWNEIGH && message->nlmsg_type != RTM_DELNEIGH) return {};
@@ -180,6 +200,12 @@ RtnetlinkSocket::RtnetlinkSocket(std::uint32_t groups)
   if (::bind(fd_.get(), reinterpret_cast<sockaddr*>(&local), sizeof(local)) != 0) {
     throw std::system_error(errno, std::generic_category(), "binding a netlink socket");
   }
+}
+
+int RtnetlinkSocket::duplicate_fd() const {
+  int copy = ::fcntl(fd_.get(), F_DUPFD_CLOEXEC, 0);
+  if (copy < 0) throw std::system_error(errno, std::generic_category(), "dup netlink socket");
+  return copy;
 }
 
 bool RtnetlinkSocket::send(std::span<const std::uint8_t> request) {

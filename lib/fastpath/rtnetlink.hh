@@ -1,5 +1,5 @@
-// The few rtnetlink messages the fast path needs: route and neighbour dumps and notifications
-// (parsed into plain structs, no socket needed, so they are unit-tested on bytes), and the
+// The few rtnetlink messages the fast path needs: link, route and neighbour dumps and
+// notifications (parsed into plain structs, no socket needed, so they are unit-tested on bytes), and the
 // RTM_NEWNEIGH + NTF_USE request that makes the kernel resolve a next hop. Control thread only.
 #pragma once
 
@@ -9,6 +9,7 @@
 #include <functional>
 #include <optional>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "lib/common/net.hh"
@@ -36,7 +37,15 @@ struct RouteMessage {
   std::uint32_t flags = 0;  // RTM_F_*
 };
 
+struct LinkMessage {
+  bool deleted = false;  // RTM_DELLINK
+  int ifindex = 0;
+  std::string name;         // IFLA_IFNAME
+  std::uint32_t flags = 0;  // IFF_*
+};
+
 // nullopt for messages of another type, family or a shape the fast path cannot use.
+std::optional<LinkMessage> parse_link(const nlmsghdr* message);
 std::optional<NeighbourMessage> parse_neighbour(const nlmsghdr* message);
 std::optional<RouteMessage> parse_route(const nlmsghdr* message);
 
@@ -58,6 +67,9 @@ class RtnetlinkSocket {
   explicit RtnetlinkSocket(std::uint32_t groups = 0);
 
   int fd() const { return fd_.get(); }
+  // A close-on-exec duplicate of fd() for an asio descriptor to wait on (it closes its copy).
+  // Throws std::system_error.
+  int duplicate_fd() const;
 
   // Sends a dump request (RTM_GETROUTE / RTM_GETNEIGH for `family`) and calls `visit` on every
   // message of the answer. Blocking; a dump of a gateway's tables takes microseconds.

@@ -97,6 +97,7 @@ int Daemon::run() {
     log::error("{}", e.what());
     log::error("ferryd could not start; everything set up so far is being released");
     s.tcp.reset();
+    s.link_watch.reset();
     s.fastpath.reset();
     s.xdp.reset();
     s.metrics_http.reset();
@@ -169,6 +170,7 @@ int Daemon::run() {
   s.control_thread.join();
   s.control_heartbeat.reset();
   s.tcp.reset();       // listeners, then connections, then the io_uring workers
+  s.link_watch.reset();
   s.fastpath.reset();  // workers joined, XSKMAP emptied, sockets and UMEM gone
   s.xdp.reset();       // then the program is detached and unloaded
   s.metrics_http.reset();

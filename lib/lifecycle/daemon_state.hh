@@ -15,6 +15,7 @@
 
 #include "lib/config/config.hh"
 #include "lib/fastpath/fastpath_plane.hh"
+#include "lib/fastpath/link_watch.hh"
 #include "lib/health/health_board.hh"
 #include "lib/health/health_checker.hh"
 #include "lib/tcp/tcp_plane.hh"
@@ -46,6 +47,11 @@ struct Daemon::State {
   void apply_health(const config::Config& next);
   // Rebuilds the fast path's tables after health transitions; posted to the control thread.
   void refresh_backends();
+  // A fast-path interface came back (link_watch): apply_data_plane() with the running config,
+  // as a reload would; posted to the control thread.
+  void rebind_data_plane();
+  // Hands the fast path's bound interfaces to link_watch (creating it with the first plane).
+  void follow_links();
   std::string summary() const;
   nlohmann::json tcp_control_listen() const;  // the bound address, or null when off
   void register_commands();
@@ -79,6 +85,8 @@ struct Daemon::State {
   std::unique_ptr<xdp::XdpPlane> xdp;
   std::unique_ptr<fastpath::FastpathPlane> fastpath;  // uses xdp's maps: goes first
   std::unique_ptr<tcp::TcpPlane> tcp;  // io_uring workers and TCP services; started last
+  // Follows the fast path's interfaces across re-binds (created with the first one); runs on `io`.
+  std::unique_ptr<fastpath::LinkWatch> link_watch;
 
   // The control thread: runs `io` and beats its heartbeat from a timer on the same loop, so a
   // wedged handler stops the beat and the watchdog notices.

@@ -35,7 +35,43 @@ void Daemon::State::apply_data_plane(const config::Config& next) {
     fastpath = std::make_unique<fastpath::FastpathPlane>(
         io, registry, fastpath::XskMapFds{maps.ifslots, maps.xsks}, next, std::move(hooks));
   }
+  follow_links();
   apply_health(next);
+}
+
+// The watch learns the ifindexes just bound; a deletion it reports leaves the plane as it is (the
+// port's sockets are dead, the others serve) until the interface returns.
+void Daemon::State::follow_links() {
+  if (!link_watch && fastpath) {
+    link_watch = std::make_unique<fastpath::LinkWatch>(io, registry, [this](const auto&) {
+      // Not from inside the watch's handler: the re-bind replaces the plane and follows again.
+      boost::asio::post(io, [this] { rebind_data_plane(); });
+    });
+  }
+  if (!link_watch) return;
+  std::vector<std::pair<std::string, int>> bound;
+  if (fastpath) {
+    for (const auto& port : fastpath->layout().ports) bound.emplace_back(port.ifname, port.ifindex);
+  }
+  link_watch->follow(bound);
+}
+
+void Daemon::State::rebind_data_plane() {
+  if (fastpath && fastpath->serves_layout_of(config->xdp)) return;  // a reload got there first
+  auto started = std::chrono::steady_clock::now();
+  try {
+    apply_data_plane(*config);
+    log::notice(
+        "fast path: serving again after an interface returned, re-bound in {:.1f} ms: {}",
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started)
+            .count(),
+        summary());
+  } catch (const std::exception& e) {
+    log::error(
+        "fast path: binding again after an interface returned failed: {}; `ferryctl "
+        "reload` retries",
+        e.what());
+  }
 }
 
 void Daemon::State::apply_health(const config::Config& next) {

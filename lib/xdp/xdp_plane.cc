@@ -18,7 +18,7 @@ constexpr const char* kServicePacketsHelp =
 constexpr const char* kServiceBytesHelp = "Bytes of the frames matched to each service.";
 
 // A deleted interface takes its XDP link with it; one re-created under the same name has a new
-// ifindex and no program until a reload attaches it.
+// ifindex and no program until apply() attaches it (a reload, or the re-bind when it is back).
 bool still_attached(const XdpAttachment& a) {
   return ::if_nametoindex(a.ifname().c_str()) == static_cast<unsigned>(a.ifindex());
 }
@@ -51,8 +51,9 @@ void XdpPlane::apply(const config::Config& full) {
                 w == wanted.end() ? "interface removed from config" : "mode changed");
       it = attachments_.erase(it);
     } else if (!still_attached(*it->second)) {
-      log::warning("{}: interface ifindex {} is gone; attaching again", it->first,
-                   it->second->ifindex());
+      // The deletion itself was reported when it happened (fastpath::LinkWatch).
+      log::info("{}: interface ifindex {} is gone; attaching again", it->first,
+                it->second->ifindex());
       it = attachments_.erase(it);
     } else {
       ++it;

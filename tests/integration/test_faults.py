@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Faults with the real daemon serving UDP (the fast-path lab, XDP + AF_XDP) and TCP (a proxy
 service on the gateway namespace's loopback) at once: SIGKILL under load and a restart, a lab
-interface deleted and re-created, a reload every 100 ms under load, and every UDP backend down.
-After each: no XDP program left behind or frames conserved, fds and connections accounted for."""
+interface deleted and re-created (served again without a reload, and with one), a reload every
+100 ms under load, and every UDP backend down. After each: no XDP program left behind or frames
+conserved, fds and connections accounted for."""
 import contextlib
 import json
 import os
@@ -218,36 +219,105 @@ def recreate_g1(lab):
     lab.back.run("python3", "-c", TX_CSUM_OFF, "b0")
 
 
-def interface_deleted_keeps_daemon_up_and_reload_serves_again(w):
+DELETED_LINE = "g1: interface deleted (ifindex"
+BACK_LINE = "g1: interface is back (ifindex"
+
+
+def log_lines(d, text):
+    return sum(text in line for line in d.log().splitlines())
+
+
+def interface_report(d):
+    status = ok(d.request("status"))["xdp"]["interfaces"]
+    gauge = {l["iface"]: v for l, v in samples(d, "ferry_xdp_attached")}
+    return {i["name"]: i["attached"] for i in status}, gauge
+
+
+def delete_g1_and_check_reported(rig, d):
+    """Deletes g1 (its peer b0 goes with it): the daemon stays up, logs the deletion once however
+    often it is asked, and status and metrics show g1 down."""
+    rig.lab.gw.ip("link", "del", "g1")
+    wait_until(lambda: log_lines(d, DELETED_LINE) >= 1, 5, "the deletion logged")
+    check(d.proc.poll() is None, f"ferryd still running:\n{d.log()}")
+    for _ in range(10):  # scrapes and status calls under load do not log it again
+        check_eq(interface_report(d), ({"g0": True, "g1": False}, {"g0": 1, "g1": 0}),
+                 "status and ferry_xdp_attached show g1 gone")
+        time.sleep(0.1)
+    check_eq(total(d, "ferry_xdp_link_losses_total", iface="g1"), 1, "one loss of g1 counted")
+    check_eq(total(d, "ferry_xdp_link_losses_total", iface="g0"), 0, "g0 not lost")
+    check_eq(log_lines(d, DELETED_LINE), 1, "exactly one deletion line")
+    c = rig.client()
+    c.echo(b"tcp while g1 is gone")
+    c.finish()
+
+
+def recreate_g1_and_restart_echo(rig, w, echo_procs):
+    recreate_g1(rig.lab)
+    for p in echo_procs:  # the echo servers' sockets are bound to vanished addresses
+        p.kill()
+        p.wait()
+    rig.lab.start_echo(w)
+
+
+def interface_deleted_under_load_is_served_again_when_it_returns(w):
+    """No reload: the link watch logs the deletion once, and re-attaches XDP and re-binds the
+    AF_XDP sockets by itself when an interface named g1 is up again."""
     rig = Rig(w)
     try:
         with running(w, rig.config(), netns=rig.lab.gw.name) as d:
             check_serving(rig, "before")
-            rig.lab.gw.ip("link", "del", "g1")  # takes its peer b0 with it
-            time.sleep(1.0)
-            check(d.proc.poll() is None, f"ferryd still running:\n{d.log()}")
-
-            def reported():
-                status = ok(d.request("status"))["xdp"]["interfaces"]
-                gauge = {l["iface"]: v for l, v in samples(d, "ferry_xdp_attached")}
-                return {i["name"]: i["attached"] for i in status}, gauge
-            check_eq(reported(), ({"g0": True, "g1": False}, {"g0": 1, "g1": 0}),
-                     "status and ferry_xdp_attached show g1 gone")
-            c = rig.client()
-            c.echo(b"tcp while g1 is gone")
-            c.finish()
-            recreate_g1(rig.lab)
-            for p in rig.lab.procs:  # the echo servers' sockets are bound to vanished addresses
-                p.kill()
-                p.wait()
-            rig.lab.start_echo(w)
-            ok(d.request("reload"), "reload after re-creating g1")
+            echo_procs = list(rig.lab.procs)
+            rig.start_loads()
+            time.sleep(0.5)
+            delete_g1_and_check_reported(rig, d)
+            check_eq(log_lines(d, BACK_LINE), 0, "not back yet")
+            started = time.monotonic()
+            recreate_g1_and_restart_echo(rig, w, echo_procs)
+            restored = time.monotonic()
+            r = rig.lab.client.run("python3", "-c", UDP_PROBE, VIP, str(PORT), CLIENT, "5")
+            check(r.stdout.strip(), f"UDP answered within 5 s of g1's return:\n{d.log()}")
+            answered = time.monotonic()
+            print(f"  g1, its addresses and the echo servers back in {restored - started:.2f} s; "
+                  f"UDP answered {answered - restored:.2f} s later", flush=True)
             wait_until(lambda: xdp_attached(rig.lab.gw, "g1"), 5, "program back on g1")
-            check_eq(reported(), ({"g0": True, "g1": True}, {"g0": 1, "g1": 1}),
-                     "status and ferry_xdp_attached after the reload")
-            check("g1: interface ifindex" in d.log(), "the reload logged the re-attach")
+            check_eq(interface_report(d), ({"g0": True, "g1": True}, {"g0": 1, "g1": 1}),
+                     "status and ferry_xdp_attached after g1 returned")
+            check_eq(log_lines(d, BACK_LINE), 1, "exactly one line saying g1 is back")
+            check_eq(log_lines(d, DELETED_LINE), 1, "still one deletion line")
+            check("fast path: serving again after an interface returned" in d.log(),
+                  "the re-bind logged")
+            load = rig.stop_loads()
+            check_eq(load["failed"], 0, f"no TCP connection failed {load}")
             check_serving(rig, "after")
             check_frames_conserved(d)
+            status = ok(d.request("status"))
+            check_eq((status["reloads"], status["reload_failures"]), (0, 0), "no reload involved")
+            check_eq(total(d, "ferry_xdp_link_losses_total", iface="g1"), 1, "still one loss")
+            check(d.proc.poll() is None, "still running")
+    finally:
+        rig.close()
+
+
+def interface_deleted_keeps_daemon_up_and_reload_serves_again(w):
+    """The reload route still works: a reload right after g1 is re-created (whether it or the
+    link watch re-binds first, the other finds the sockets bound and keeps them)."""
+    rig = Rig(w)
+    try:
+        with running(w, rig.config(), netns=rig.lab.gw.name) as d:
+            check_serving(rig, "before")
+            delete_g1_and_check_reported(rig, d)
+            recreate_g1_and_restart_echo(rig, w, list(rig.lab.procs))
+            ok(d.request("reload"), "reload after re-creating g1")
+            wait_until(lambda: xdp_attached(rig.lab.gw, "g1"), 5, "program back on g1")
+            check_eq(interface_report(d), ({"g0": True, "g1": True}, {"g0": 1, "g1": 1}),
+                     "status and ferry_xdp_attached after the reload")
+            check("g1: interface ifindex" in d.log(), "the re-attach logged")
+            check_serving(rig, "after")
+            ok(d.request("reload"), "a further reload keeps the sockets")
+            check_serving(rig, "after a second reload")
+            check_frames_conserved(d)
+            check_eq(log_lines(d, DELETED_LINE), 1, "one deletion line")
+            check(log_lines(d, BACK_LINE) <= 1, "at most one line saying g1 is back")
             check(d.proc.poll() is None, "still running")
     finally:
         rig.close()
@@ -330,6 +400,7 @@ def all_udp_backends_down_drops_counted_as_no_backend(w):
 if __name__ == "__main__":
     run_tests([
         sigkill_under_load_then_restart_serves_within_2s,
+        interface_deleted_under_load_is_served_again_when_it_returns,
         interface_deleted_keeps_daemon_up_and_reload_serves_again,
         reload_every_100ms_under_load_drops_nothing_and_leaks_nothing,
         all_udp_backends_down_drops_counted_as_no_backend,

@@ -1,10 +1,12 @@
-// rtnetlink parsing against hand-built messages, the NTF_USE request's bytes, and a real dump.
+// rtnetlink parsing against hand-built messages, the NTF_USE request's bytes, and real dumps.
 #include "lib/fastpath/rtnetlink.hh"
 
 #include <gtest/gtest.h>
 #include <linux/neighbour.h>
 #include <linux/rtnetlink.h>
+#include <net/if.h>
 
+#include <algorithm>
 #include <cstring>
 
 namespace ferry::fastpath {
@@ -215,6 +217,66 @@ TEST(Rtnetlink, DumpsThisHostsRoutesAndNeighboursWithoutPrivileges) {
   // The local table always has routes for 127.0.0.0/8.
   EXPECT_GT(routes, 0);
   EXPECT_GE(done, 0);
+}
+
+TEST(Rtnetlink, ParsesALinkWithItsNameIndexAndFlags) {
+  ifinfomsg info{};
+  info.ifi_family = AF_UNSPEC;
+  info.ifi_index = 12;
+  info.ifi_flags = IFF_UP | IFF_BROADCAST;
+  MessageBuilder m(RTM_NEWLINK, info);
+  std::uint32_t mtu = 1500;
+  m.attr(IFLA_MTU, &mtu, sizeof mtu).attr(IFLA_IFNAME, "eth1", 5);
+  auto link = parse_link(m.get());
+  ASSERT_TRUE(link.has_value());
+  EXPECT_FALSE(link->deleted);
+  EXPECT_EQ(link->ifindex, 12);
+  EXPECT_EQ(link->name, "eth1");
+  EXPECT_EQ(link->flags & IFF_UP, static_cast<std::uint32_t>(IFF_UP));
+
+  MessageBuilder gone(RTM_DELLINK, info);
+  gone.attr(IFLA_IFNAME, "eth1", 5);
+  auto deleted = parse_link(gone.get());
+  ASSERT_TRUE(deleted.has_value());
+  EXPECT_TRUE(deleted->deleted);
+  EXPECT_EQ(deleted->ifindex, 12);
+}
+
+TEST(Rtnetlink, LinkNameWithoutTerminatorStopsAtItsPayload) {
+  ifinfomsg info{};
+  info.ifi_index = 3;
+  MessageBuilder m(RTM_NEWLINK, info);
+  m.attr(IFLA_IFNAME, "g1xx", 2);  // payload "g1", padding after it
+  auto link = parse_link(m.get());
+  ASSERT_TRUE(link.has_value());
+  EXPECT_EQ(link->name, "g1");
+}
+
+TEST(Rtnetlink, LinkWithoutNameOrIndexAndOtherMessagesAreIgnored) {
+  ifinfomsg info{};
+  info.ifi_index = 4;
+  MessageBuilder unnamed(RTM_NEWLINK, info);
+  EXPECT_FALSE(parse_link(unnamed.get()).has_value());
+  info.ifi_index = 0;
+  MessageBuilder no_index(RTM_NEWLINK, info);
+  no_index.attr(IFLA_IFNAME, "eth0", 5);
+  EXPECT_FALSE(parse_link(no_index.get()).has_value());
+  ndmsg nd{};
+  nd.ndm_family = AF_INET;
+  MessageBuilder neighbour(RTM_NEWNEIGH, nd);
+  neighbour.address(NDA_DST, "10.0.0.1");
+  EXPECT_FALSE(parse_link(neighbour.get()).has_value());
+}
+
+TEST(Rtnetlink, DumpsThisHostsLinksWithLoopbackAmongThem) {
+  RtnetlinkSocket socket;
+  std::vector<LinkMessage> links;
+  socket.dump(RTM_GETLINK, AF_UNSPEC, [&](const nlmsghdr* h) {
+    if (auto link = parse_link(h)) links.push_back(*link);
+  });
+  auto lo = std::find_if(links.begin(), links.end(), [](const auto& l) { return l.name == "lo"; });
+  ASSERT_NE(lo, links.end());
+  EXPECT_EQ(lo->ifindex, static_cast<int>(::if_nametoindex("lo")));
 }
 
 }  // namespace
