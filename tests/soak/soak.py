@@ -124,12 +124,13 @@ def main():
             """SIGKILLs backend i under load and starts a new process on its port."""
             old = rig.tcp[i]
             t_kill = time.monotonic()
-            old.kill()
+            old.kill()  # SIGKILL, then reaped
+            t_dead = time.monotonic()
             old.reader.join(timeout=10)  # every hello/closed line the process wrote before it died
             collect(i, old)
             with old.cond:
                 open_ids = set(old.hellos) - set(old.closed)
-            k = Kill(label(i), old.port, t_kill, open_ids)
+            k = Kill(label(i), old.port, t_kill, t_dead, open_ids)
             old.stop()
             generation[i] += 1
             with inside(rig.lab.gw):
@@ -146,8 +147,12 @@ def main():
             if res["ok"] != 6:
                 raise TestFailure(f"UDP not served before the soak: {res}")
             started = time.monotonic()
+            fds_before = fd_targets(d.proc.pid)
             rows.append(sample(d, "start (quiet)", started))
             fds_at_start = fd_targets(d.proc.pid)
+            for fd in sorted(set(fds_before) ^ set(fds_at_start)):
+                print(f"fd {fd} came or went during the start sample: {fds_before.get(fd)} -> "
+                      f"{fds_at_start.get(fd)}")
             udp_pps = os.environ.get("SOAK_UDP_PPS", "2000")
             udp_load = rig.lab.spawn(rig.lab.client, UDP_LOAD, VIP, str(PORT), udp_pps)
             with open(TCP_LOAD) as f:
@@ -199,13 +204,23 @@ def main():
             # Closed proxied connections settle; a health check's socket may be open for a moment.
             settle_until = time.monotonic() + 5.0
             time.sleep(2.0)
-            while fd_count(d.proc.pid) != rows[0]["fds"] and time.monotonic() < settle_until:
+            while fd_count(d.proc.pid) != len(fds_at_start) and time.monotonic() < settle_until:
                 time.sleep(0.2)
             rows.append(sample(d, "end (quiet)", started))
             fds_at_end = fd_targets(d.proc.pid)
             for i, b in enumerate(rig.tcp):
                 collect(i, b)
             unexplained = explain_all(load["failures"], kills, hello_at, reload_times)
+            raw = os.environ.get("SOAK_TCP_OUT")
+            if raw:  # everything the breakdown was made from, times relative to the start
+                with open(raw, "w") as f:
+                    json.dump({"ok": load["ok"], "failures": [
+                        dict(x, t_start=x["t_start"] - started, t_end=x["t_end"] - started)
+                        for x in load["failures"]],
+                        "reloads": [t - started for t in reload_times],
+                        "kills": [{"backend": k.label, "t_kill": k.t_kill - started,
+                                   "t_dead": k.t_dead - started, "t_ready": k.t_ready - started,
+                                   "open_ids": sorted(k.open_ids)} for k in kills]}, f, indent=1)
             print(table(rows))
             print(f"\nTCP load: {load['ok']} connections echoed, {load['failed']} failed; "
                   f"UDP request/reply checks during the soak: {udp_check}; "
@@ -228,8 +243,10 @@ def main():
                 failures.append("UMEM frames not conserved in some sample")
             if rows[-1]["rejected_frames"]:
                 failures.append("frames freed twice or foreign")
-            if rows[-1]["fds"] != rows[0]["fds"]:
-                failures.append(f"fds {rows[0]['fds']} at start, {rows[-1]['fds']} at the end")
+            # The fds listed at the start (quiet), not the sample's count a moment before: a
+            # health check's socket can come or go between the two.
+            if len(fds_at_end) != len(fds_at_start):
+                failures.append(f"fds {len(fds_at_start)} at start, {len(fds_at_end)} at the end")
                 for fd in sorted(set(fds_at_start) | set(fds_at_end)):
                     before, after = fds_at_start.get(fd), fds_at_end.get(fd)
                     if before != after:

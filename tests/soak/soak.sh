@@ -1,6 +1,7 @@
 #!/bin/sh
 # make soak: the bounded soak (tests/soak/soak.py) against a built ferryd; needs root (netns, XDP).
-# Usage: tests/soak/soak.sh [BUILD_DIR]   env: SOAK_SECONDS (600), SOAK_SAMPLE_SECONDS, SOAK_OUT
+# Usage: tests/soak/soak.sh [BUILD_DIR]   env: SOAK_SECONDS (600), SOAK_SAMPLE_SECONDS, SOAK_OUT (the
+# table), SOAK_TCP_OUT (JSON: each TCP failure, reload and backend kill), SOAK_UDP_PPS (2000)
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)

@@ -3,12 +3,12 @@
 a connection whose backend process was killed under it is an expected drop, anything else (and
 any wrong byte) is unexplained. All times are CLOCK_MONOTONIC seconds, shared by the processes."""
 
-# A connection whose hello no backend read, open across a kill and cut by a reset or EOF this soon
-# after it, was in the killed backend's accept queue or not yet read by its thread: the kernel had
-# completed the proxy's connect, so the kill reset it. The soak kills 0.5 s after a reload and
-# reloads next only after the replacement backend listens, at least 0.5 s after the kill, so a
-# drop a reload caused cannot fall in this window; 0.4 s leaves room for a client a loaded
-# machine schedules late.
+# A connection whose hello no backend read, started before the killed process was gone (its
+# listener completes handshakes until the process has exited, a few ms after the SIGKILL) and cut
+# by a reset or EOF this soon after, was in the killed backend's accept queue or not yet read by
+# its thread: the kernel had completed the proxy's connect, so the kill reset it. The soak kills
+# 0.5 s after a reload and reloads next at least 0.5 s after the kill, so a drop a reload caused
+# cannot fall in this window; 0.4 s leaves room for a client a loaded machine schedules late.
 QUEUED_WINDOW_S = 0.4
 CUT_CAUSES = ("reset", "eof", "broken_pipe")
 
@@ -16,10 +16,11 @@ CUT_CAUSES = ("reset", "eof", "broken_pipe")
 class Kill:
     """One TCP backend process killed (SIGKILL) and restarted on its port."""
 
-    def __init__(self, label, port, t_kill, open_ids):
+    def __init__(self, label, port, t_kill, t_dead, open_ids):
         self.label = label          # which backend process, e.g. "web[1]#3"
         self.port = port
-        self.t_kill = t_kill
+        self.t_kill = t_kill        # SIGKILL sent
+        self.t_dead = t_dead        # the process reaped: its listener and connections are closed
         self.open_ids = open_ids    # connections whose hello it had read and not yet closed
         self.t_ready = None         # when its replacement listened
         self.cut = 0                # failures explained by this kill, hello seen
@@ -46,7 +47,7 @@ def explain(failure, kills, hello_at, reload_times):
                 return
         if conn_id not in hello_at and failure["cause"] in CUT_CAUSES:
             for k in kills:
-                if f_start <= k.t_kill <= f_end <= k.t_kill + QUEUED_WINDOW_S:
+                if f_start <= k.t_dead and k.t_kill <= f_end <= k.t_dead + QUEUED_WINDOW_S:
                     k.queued += 1
                     failure.update(why=f"backend {k.label} killed before it read the hello",
                                    expected=True)
@@ -56,7 +57,8 @@ def explain(failure, kills, hello_at, reload_times):
                    hello_at=seen[0] if seen else None,
                    backend_end=seen[1] if seen else None,
                    from_reload_s=nearest(reload_times, f_end),
-                   from_kill_s=nearest([k.t_kill for k in kills], f_end))
+                   from_kill_s=nearest([k.t_kill for k in kills], f_end),
+                   start_from_dead_s=nearest([k.t_dead for k in kills], f_start))
 
 
 def explain_all(failures, kills, hello_at, reload_times):
@@ -86,12 +88,13 @@ def breakdown(failures):
 
 
 def kill_table(kills, started):
-    out = ["| backend | killed at t_s | replacement listening after ms | open (hello read) | "
-           "failures: killed under it | failures: before hello |", "|---|---|---|---|---|---|"]
+    out = ["| backend | killed at t_s | gone after ms | replacement listening after ms | "
+           "open (hello read) | failures: killed under it | failures: before hello |",
+           "|---|---|---|---|---|---|---|"]
     for k in kills:
         ready_ms = round((k.t_ready - k.t_kill) * 1000) if k.t_ready else "-"
-        out.append(f"| {k.label} | {k.t_kill - started:.2f} | {ready_ms} | {len(k.open_ids)} | "
-                   f"{k.cut} | {k.queued} |")
+        out.append(f"| {k.label} | {k.t_kill - started:.2f} | {(k.t_dead - k.t_kill) * 1000:.1f} | "
+                   f"{ready_ms} | {len(k.open_ids)} | {k.cut} | {k.queued} |")
     return "\n".join(out)
 
 
@@ -101,7 +104,8 @@ def failure_lines(failures, started, limit=60):
         extra = ""
         if not f["expected"]:
             extra = (f" hello_at={f['hello_at']} backend_end={f['backend_end']}"
-                     f" from_reload_s={f['from_reload_s']} from_kill_s={f['from_kill_s']}")
+                     f" from_reload_s={f['from_reload_s']} from_kill_s={f['from_kill_s']}"
+                     f" start_from_dead_s={f['start_from_dead_s']}")
         lines.append(f"  t={f['t_end'] - started:8.3f}s open {1000 * (f['t_end'] - f['t_start']):7.1f} ms "
                      f"{f['cause']:<12} at {f['stage']:<7} got {f['got_bytes']:>4} B  {f['why']}{extra}")
     if len(failures) > limit:
