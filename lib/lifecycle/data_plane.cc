@@ -14,7 +14,12 @@ namespace ferry::lifecycle {
 // (its maps hold the sockets), the program is brought in line, and a new fast path is bound.
 void Daemon::State::apply_data_plane(const config::Config& next) {
   bool keep_sockets = fastpath && fastpath->serves_layout_of(next.xdp);
-  if (!next.xdp.interfaces.empty()) fastpath::FastpathPlane::check_tables(next);
+  if (!next.xdp.interfaces.empty()) {
+    fastpath::FastpathPlane::check_tables(next);
+    // An interface that is not there (deleted, not re-created yet) fails here, before the running
+    // fast path is taken down: its other ports keep serving, and link_watch re-binds on return.
+    if (!keep_sockets) fastpath::resolve_layout(next.xdp, fastpath::system_interface_facts());
+  }
   if (keep_sockets) {
     fastpath->apply(next);
   } else {

@@ -271,6 +271,9 @@ def interface_deleted_under_load_is_served_again_when_it_returns(w):
             time.sleep(0.5)
             delete_g1_and_check_reported(rig, d)
             check_eq(log_lines(d, BACK_LINE), 0, "not back yet")
+            frames, slabs = frames_by_queue(d)  # the dead port's frames stay in its rings
+            for q, terms in frames.items():
+                check_eq(sum(terms.values()), slabs[q], f"queue {q} conserved while g1 is gone")
             started = time.monotonic()
             recreate_g1_and_restart_echo(rig, w, echo_procs)
             restored = time.monotonic()
@@ -299,13 +302,20 @@ def interface_deleted_under_load_is_served_again_when_it_returns(w):
 
 
 def interface_deleted_keeps_daemon_up_and_reload_serves_again(w):
-    """The reload route still works: a reload right after g1 is re-created (whether it or the
-    link watch re-binds first, the other finds the sockets bound and keeps them)."""
+    """The reload route: a reload while g1 is gone is rejected before it touches the running fast
+    path; one right after g1 is re-created serves again (whether it or the link watch re-binds
+    first, the other finds the sockets bound and keeps them)."""
     rig = Rig(w)
     try:
         with running(w, rig.config(), netns=rig.lab.gw.name) as d:
             check_serving(rig, "before")
             delete_g1_and_check_reported(rig, d)
+            r = d.request("reload")
+            check(not r.get("ok") and "g1: no such interface" in r["error"]["message"],
+                  f"a reload while g1 is gone is rejected: {r}")
+            check("fastpath" in ok(d.request("status"))["xdp"], "the running fast path kept")
+            check_eq(interface_report(d), ({"g0": True, "g1": False}, {"g0": 1, "g1": 0}),
+                     "g0 still attached after the rejected reload")
             recreate_g1_and_restart_echo(rig, w, list(rig.lab.procs))
             ok(d.request("reload"), "reload after re-creating g1")
             wait_until(lambda: xdp_attached(rig.lab.gw, "g1"), 5, "program back on g1")
