@@ -237,6 +237,9 @@ def main():
             print(failure_lines(load["failures"], started))
             if unexplained:
                 failures.append(f"{len(unexplained)} TCP connection failures no event explains")
+            if load["failed"] > len(load["failures"]):
+                failures.append(f"{load['failed']} TCP connections failed, only the first "
+                                f"{len(load['failures'])} were kept to explain")
             if any(f["cause"] == "wrong_bytes" for f in load["failures"]):
                 failures.append("a TCP echo came back with wrong bytes")
             if not all(r["conserved"] for r in rows):
