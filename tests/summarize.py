@@ -1,14 +1,18 @@
 #!/usr/bin/env python3
-"""Reads meson testlog.json files, one per run of `make test` (normal, ASan+UBSan, fuzz smoke,
-TSan), prints a line per run with its wall time and one closing line: 'N passed, N failed'."""
+"""Reads meson testlog.json files, one per run of `make test` (normal, ASan+UBSan unit and
+integration, fuzz smoke, TSan), prints a line per run with its wall time and one closing line:
+'N passed, N failed'."""
 import json
 import os
 import sys
 
 
 def run_label(path):
-    """build-tsan/meson-logs/testlog.json -> build-tsan"""
-    return os.path.basename(os.path.dirname(os.path.dirname(os.path.abspath(path))))
+    """build-tsan/meson-logs/testlog.json -> build-tsan; a second run in the same build dir
+    (meson test --logbase testlog-integration) -> build-asan integration"""
+    build_dir = os.path.basename(os.path.dirname(os.path.dirname(os.path.abspath(path))))
+    logbase = os.path.basename(path).removesuffix(".json").removeprefix("testlog")
+    return f"{build_dir} {logbase.lstrip('-')}" if logbase else build_dir
 
 
 passed = failed = skipped = 0

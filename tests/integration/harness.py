@@ -3,6 +3,7 @@ a control-protocol client, and cleanup that always runs."""
 import contextlib
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -19,6 +20,18 @@ SOURCE_ROOT = os.environ.get("SOURCE_ROOT", os.getcwd())
 
 class TestFailure(AssertionError):
     pass
+
+
+# The first line of an ASan, LeakSanitizer or UBSan report (docs/testing.md): a daemon's log that
+# holds one fails the test even where the report did not end the process.
+SANITIZER_REPORT = re.compile(r"ERROR: (?:AddressSanitizer|LeakSanitizer)|AddressSanitizer:DEADLYSIGNAL"
+                              r"|: runtime error: ")
+
+
+def sanitizer_report(text):
+    """The part of `text` from the first sanitizer report on, or None."""
+    m = SANITIZER_REPORT.search(text)
+    return text[text.rfind("\n", 0, m.start()) + 1:] if m else None
 
 
 def check(cond, message):
@@ -179,10 +192,23 @@ class Daemon:
             return f.read()
 
     def cleanup(self):
-        with contextlib.suppress(Exception):
-            self.kill()
-        self.log_file.close()
-        self.notify.close()
+        """Stops ferryd if the test left it running, with SIGTERM so that LeakSanitizer's exit check
+        runs, and fails the test on a non-zero exit from that or a sanitizer report in the log."""
+        left_running = self.proc.poll() is None
+        try:
+            if left_running:
+                self.stop()
+        finally:
+            with contextlib.suppress(Exception):
+                self.kill()
+            log = self.log()
+            self.log_file.close()
+            self.notify.close()
+        report = sanitizer_report(log)
+        if report:
+            raise TestFailure(f"sanitizer report in {self.log_path}:\n{report}")
+        if left_running and self.returncode != 0:
+            raise TestFailure(f"ferryd exited with {self.returncode} after SIGTERM at cleanup:\n{log}")
 
 
 class ControlClient:

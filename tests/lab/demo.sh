@@ -28,13 +28,18 @@ cleanup() {
   set +e
   [ -n "$CLIENT_PID" ] && kill "$CLIENT_PID" 2>/dev/null
   for pid in "${BACKEND_PIDS[@]}"; do kill "$pid" 2>/dev/null; done
-  if [ -n "$FERRYD_PID" ] && kill -0 "$FERRYD_PID" 2>/dev/null; then
-    kill -TERM "$FERRYD_PID"; wait "$FERRYD_PID" 2>/dev/null
+  local ferryd_status=0
+  if [ -n "$FERRYD_PID" ]; then
+    kill -0 "$FERRYD_PID" 2>/dev/null && kill -TERM "$FERRYD_PID"
+    wait "$FERRYD_PID" 2>/dev/null; ferryd_status=$?
   fi
+  # A crash, or a sanitizer report at exit in a sanitized build, fails the demo with its log.
+  [ "$ferryd_status" = 0 ] || { echo "ferryd exited with $ferryd_status:"; tail -n 60 "$WORK/ferryd.log"; }
   wait 2>/dev/null
   for ns in "$NS_CLIENT" "$NS_GW" "$NS_BACK"; do ip netns del "$ns" 2>/dev/null; done
   rm -rf "$WORK"
   echo "demo lab removed"
+  [ "$ferryd_status" = 0 ] || exit 1
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
