@@ -5,12 +5,11 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "lib/common/net.hh"
 
@@ -90,6 +89,10 @@ struct BufferConfig {
   std::uint32_t bytes = 16384;  // 512..1048576
   Tristate bundle = Tristate::automatic;
   Tristate incremental = Tristate::automatic;
+  // Ring credit: most bytes one recv may take (0: off, a recv may find the ring dry and park on
+  // ENOBUFS); explicit values must fit the ring (count x bytes), the default is clamped to it.
+  std::uint32_t recv_credit_bytes = 65536;
+  std::uint32_t recv_credit_idle_ms = 50;  // 1..60000: an idle recv's credit goes to waiters
   bool operator==(const BufferConfig&) const = default;
 };
 

@@ -470,8 +470,9 @@ class Validator {
     ObjectReader o(*this, v, path, {"workers", "buffers", "scheduler", "proxy"});
     if (auto* w = o.get("workers")) out.workers = read_u32(*w, o.path_of("workers"), 1, 256);
     if (auto* b = o.get("buffers")) {
-      ObjectReader buffers(*this, *b, o.path_of("buffers"),
-                           {"count", "bytes", "bundle", "incremental"});
+      ObjectReader buffers(
+          *this, *b, o.path_of("buffers"),
+          {"count", "bytes", "bundle", "incremental", "recv_credit_bytes", "recv_credit_idle_ms"});
       if (auto* n = buffers.get("count")) {
         out.buffers.count = read_power_of_two(*n, buffers.path_of("count"), 1, 32768);
       }
@@ -482,6 +483,23 @@ class Validator {
         out.buffers.bundle = read_tristate(*t, buffers.path_of("bundle"));
       if (auto* t = buffers.get("incremental")) {
         out.buffers.incremental = read_tristate(*t, buffers.path_of("incremental"));
+      }
+      if (auto* n = buffers.get("recv_credit_bytes")) {
+        const std::string where = buffers.path_of("recv_credit_bytes");
+        const std::uint32_t credit = read_u32(*n, where, 0, 1u << 30);
+        const std::uint64_t ring = std::uint64_t{out.buffers.count} * out.buffers.bytes;
+        if (credit != 0 && credit < 512) {
+          fail(n->position, where, fmt::format("{} is below 512 (0 turns the credit off)", credit));
+        }
+        if (credit > ring) {
+          fail(n->position, where,
+               fmt::format("{} is more than the ring holds (count x bytes = {})", credit, ring));
+        }
+        out.buffers.recv_credit_bytes = credit;
+      }
+      if (auto* n = buffers.get("recv_credit_idle_ms")) {
+        out.buffers.recv_credit_idle_ms =
+            read_u32(*n, buffers.path_of("recv_credit_idle_ms"), 1, 60000);
       }
     }
     if (auto* s = o.get("scheduler")) {

@@ -66,10 +66,8 @@ struct RuntimeConfig {
   // (RecvStream needs them). `incremental` is honoured only if the kernel accepts it.
   std::optional<uring::BufferRingConfig> buffers;
   uring::RecvModes recv_modes{};
-  // How much of its ring one recv may take (see uring::RecvLimits). Off (0: a recv may take the
-  // whole ring) by default: an idle recv holds its credit, so with more connections per worker
-  // than ring / cap a socket with data can wait dormant_after for an idle one. Turn it on
-  // (uring::kDefaultSocketCapBytes) where many connections receive large messages at once.
+  // How much of its ring one recv may take (see uring::RecvLimits; tcp.buffers.recv_credit_bytes).
+  // Off here (0: a recv may take the whole ring and park on ENOBUFS); ferryd's config turns it on.
   uring::RecvLimits recv_limits{};
   HeartbeatHook heartbeat;
 };

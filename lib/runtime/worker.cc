@@ -122,14 +122,23 @@ void Worker::poll() {
 
 void Worker::park() {
   if (!enter_parked()) return;
-  const int timeout_ms = runtime_.config().park_timeout_ms;
   while (!runtime_.stopping()) {
     if (runtime_.config().check_parking) check_lost_wakeup();
     counters_.parks.add();
-    parker_.park(*ring_, timeout_ms);
+    parker_.park(*ring_, park_timeout_ms());
     maintenance();
     if (leave_parked()) return;
   }
+}
+
+int Worker::park_timeout_ms() const {
+  const int timeout_ms = runtime_.config().park_timeout_ms;
+  // Sockets waiting for credit get idle recvs' credit only from tick(): wake up for it.
+  if (!engine_ || engine_->parked_sockets() == 0 || engine_->limits().socket_cap_bytes == 0) {
+    return timeout_ms;
+  }
+  const auto idle_ms = static_cast<int>(engine_->limits().dormant_after.count());
+  return timeout_ms < 0 ? idle_ms : std::min(timeout_ms, idle_ms);
 }
 
 void Worker::maintenance() {

@@ -108,6 +108,7 @@ class Worker {
   TaskHeader* take_batch(TaskList& batch);  // runs the first, queues the rest locally
   void run(TaskHeader* task);
   void park();  // threaded mode: sleep until work, a wake, own I/O or the timeout
+  int park_timeout_ms() const;  // shorter while sockets wait for ring credit
   void check_lost_wakeup();
   TaskHeader* pop_shared();
   bool has_local_work() const;

@@ -34,6 +34,9 @@ TcpOptions tcp_options_from(const config::TcpConfig& tcp, runtime::HeartbeatHook
                                        .buffer_bytes = tcp.buffers.bytes,
                                        .group_id = 0,
                                        .incremental = rt.recv_modes.incremental};
+  rt.recv_limits = uring::RecvLimits{
+      .socket_cap_bytes = tcp.buffers.recv_credit_bytes,
+      .dormant_after = std::chrono::milliseconds(tcp.buffers.recv_credit_idle_ms)};
   rt.heartbeat = std::move(heartbeat);
   out.listener_mode = listener_mode_with_env(ListenerMode::reuseport);
   // No multishot means none at all: FERRY_URING_MULTISHOT=0 turns accepts single-shot too.
@@ -50,7 +53,9 @@ nlohmann::json TcpOptions::to_json() const {
           {"recv", runtime.recv_modes.to_json()},
           {"buffers",
            {{"count", runtime.buffers ? runtime.buffers->count : 0},
-            {"bytes", runtime.buffers ? runtime.buffers->buffer_bytes : 0}}}};
+            {"bytes", runtime.buffers ? runtime.buffers->buffer_bytes : 0},
+            {"recv_credit_bytes", runtime.recv_limits.socket_cap_bytes},
+            {"recv_credit_idle_ms", runtime.recv_limits.dormant_after.count()}}}};
 }
 
 }  // namespace ferry::tcp

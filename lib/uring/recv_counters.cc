@@ -32,6 +32,9 @@ metrics::Registry::Handle register_recv_metrics(metrics::Registry& registry, std
               count(c.parks));
     b.counter("ferry_uring_rearms_total", "Receives submitted again after one ended.", w,
               count(c.rearms));
+    b.counter("ferry_uring_credit_cancels_total",
+              "Receives ended early because whole buffers used up their ring credit.", w,
+              count(c.credit_cancels));
     b.counter("ferry_uring_stitched_bytes_total",
               "Bytes copied to make received data contiguous (0 with bundles).", w,
               count(c.stitched_bytes));

@@ -5,6 +5,7 @@
 #include "lib/uring/recv_engine.hh"
 
 #include <algorithm>
+#include <bit>
 #include <cassert>
 #include <cerrno>
 
@@ -59,12 +60,29 @@ RecvEngine::RecvEngine(Uring& ring, BufferRing& buffers, const RecvModes& modes,
   if (limits_.socket_cap_bytes > ring_bytes) {
     limits_.socket_cap_bytes = static_cast<std::uint32_t>(ring_bytes);
   }
+  // Without incremental buffers a completion takes whole buffers: less than one buffer of
+  // credit could not cover any completion.
+  if (!modes_.incremental) limits_.min_bytes = std::max(limits_.min_bytes, buffers.buffer_bytes());
+  limits_.min_bytes =
+      std::max<std::uint32_t>(1, std::min(limits_.min_bytes, limits_.socket_cap_bytes));
+}
+
+std::uint32_t RecvEngine::next_limit_bytes(const RecvSocket& socket) const {
+  return socket.want_bytes_ != 0 ? socket.want_bytes_ : limits_.min_bytes;
+}
+
+std::uint64_t RecvEngine::worst_ring_bytes(std::uint64_t limit_left_bytes) const {
+  // Incremental buffers are consumed byte for byte; whole ones a buffer at a time (a bundle fills
+  // each to its end before the next, so only its last one is partly used).
+  if (modes_.incremental) return limit_left_bytes;
+  const std::uint64_t b = buffers_.buffer_bytes();
+  return (limit_left_bytes + b - 1) / b * b;
 }
 
 bool RecvEngine::start(RecvSocket& socket) {
   if (socket.state_ != RecvSocket::State::idle) return false;
   socket.started_ = true;
-  if (capped() && (parked_head_ != nullptr || !credit_available())) {
+  if (capped() && (parked_head_ != nullptr || !credit_available(socket))) {
     park(socket);  // its first recv waits for credit like any re-arm
     return true;
   }
@@ -72,9 +90,19 @@ bool RecvEngine::start(RecvSocket& socket) {
   return true;
 }
 
-bool RecvEngine::credit_available() const {
+std::uint64_t RecvEngine::spare_credit() const {
   const std::uint64_t free = buffers_.free_bytes();
-  return free >= lent_ && free - lent_ >= limits_.socket_cap_bytes;
+  const std::uint64_t spare = free >= lent_ ? free - lent_ : 0;
+  // Without incremental buffers only whole buffers can be lent.
+  if (modes_.incremental) return spare;
+  return spare / buffers_.buffer_bytes() * buffers_.buffer_bytes();
+}
+
+bool RecvEngine::credit_available(const RecvSocket& socket) const {
+  // The floor is enough to arm: a socket whose limit grew larger than what is spare takes what
+  // is, rather than wait for buffers other consumers may hold until it receives.
+  const std::uint32_t floor = std::min(recv_limit(socket), limits_.min_bytes);
+  return spare_credit() >= worst_ring_bytes(floor);
 }
 
 void RecvEngine::take_credit(RecvSocket& socket, std::uint64_t bytes) {
@@ -95,12 +123,50 @@ void RecvEngine::return_credit(RecvSocket& socket) {
   socket.holder_ = false;
 }
 
-void RecvEngine::spend_credit(RecvSocket& socket, std::uint64_t ring_bytes) {
+void RecvEngine::spend_credit(RecvSocket& socket, std::uint64_t ring_bytes, std::uint32_t bytes,
+                              bool more) {
+  socket.delivered_bytes_ += bytes;
+  socket.peak_cqe_bytes_ = std::max(socket.peak_cqe_bytes_, bytes);
   if (!socket.holder_) return;  // dormant: its credit went back to the ring already
-  const std::uint64_t left = socket.credit_bytes_ - std::min(socket.credit_bytes_, ring_bytes);
+  std::uint64_t left = socket.credit_bytes_ - std::min(socket.credit_bytes_, ring_bytes);
   // Active again: to the back of the holders, so the front is always the longest idle one.
   return_credit(socket);
+  if (more && socket.armed_limit_bytes_ > 0 && !socket.pause_cancel_) {
+    // Whole buffers partly filled cost more ring than bytes: when what is left no longer covers
+    // what the recv may still take, lend the difference, or end the recv and queue it again.
+    const std::uint64_t limit_left =
+        socket.armed_limit_bytes_ -
+        std::min<std::uint64_t>(socket.armed_limit_bytes_, socket.delivered_bytes_);
+    const std::uint64_t need = worst_ring_bytes(limit_left);
+    if (left < need) {
+      if (spare_credit() >= need) {
+        left = need;
+      } else {
+        cancel_to_rearm(socket);
+      }
+    }
+  }
   take_credit(socket, left);
+}
+
+void RecvEngine::cancel_to_rearm(RecvSocket& socket) {
+  // pause()'s cancel without the pause: its -ECANCELED end re-arms through the credit FIFO.
+  socket.pause_cancel_ = true;
+  counters_.credit_cancels.add();
+  io_uring_sqe* sqe = ring_.sqe();
+  io_uring_prep_cancel64(sqe, socket.user_data_, 0);
+  sqe->flags |= IOSQE_CQE_SKIP_SUCCESS;
+  io_uring_sqe_set_data64(sqe, kIgnoredUserData);
+}
+
+void RecvEngine::resize_want(RecvSocket& socket) {
+  if (!capped() || socket.delivered_bytes_ == 0) return;  // nothing learnt from this recv
+  // Twice the largest completion, so a recv that a message filled (or that reached its limit)
+  // doubles and one of small messages shrinks to the floor.
+  const std::uint64_t twice = std::uint64_t{socket.peak_cqe_bytes_} * 2;
+  std::uint64_t want = std::bit_ceil(std::max<std::uint64_t>(twice, 1));
+  want = std::clamp<std::uint64_t>(want, limits_.min_bytes, limits_.socket_cap_bytes);
+  socket.want_bytes_ = static_cast<std::uint32_t>(want);
 }
 
 void RecvEngine::tick(std::chrono::steady_clock::time_point now) {
@@ -128,7 +194,7 @@ void RecvEngine::rearm_or_park(RecvSocket& socket) {
   }
   // Behind the sockets already waiting (FIFO), and only with credit: a recv armed without it
   // could find the ring dry.
-  if (parked_head_ != nullptr || !credit_available()) {
+  if (parked_head_ != nullptr || !credit_available(socket)) {
     park(socket);
     wake_parked();
     return;
@@ -138,7 +204,7 @@ void RecvEngine::rearm_or_park(RecvSocket& socket) {
 }
 
 std::uint32_t RecvEngine::recv_limit(const RecvSocket& socket) const {
-  const std::uint32_t engine_cap = limits_.socket_cap_bytes;
+  const std::uint32_t engine_cap = capped() ? next_limit_bytes(socket) : 0;
   const std::uint32_t socket_cap = socket.recv_cap_bytes_;
   if (engine_cap == 0 || socket_cap == 0) return std::max(engine_cap, socket_cap);
   return std::min(engine_cap, socket_cap);
@@ -148,8 +214,15 @@ void RecvEngine::arm(RecvSocket& socket) {
   assert(!socket.outstanding_);
   if (socket.outstanding_) return;  // one recv per socket, whatever a caller asks for
   io_uring_sqe* sqe = ring_.sqe();
-  if (capped()) take_credit(socket, limits_.socket_cap_bytes);
-  const std::uint32_t cap = recv_limit(socket);
+  std::uint32_t cap = recv_limit(socket);
+  if (capped() && worst_ring_bytes(cap) > spare_credit()) {
+    // Less spare than the socket's limit (but at least its floor: the caller checked).
+    cap = static_cast<std::uint32_t>(std::max<std::uint64_t>(spare_credit(), 1));
+  }
+  socket.armed_limit_bytes_ = cap;
+  socket.delivered_bytes_ = 0;
+  socket.peak_cqe_bytes_ = 0;
+  if (capped()) take_credit(socket, worst_ring_bytes(cap));
   // A single-shot bundle retries while more is queued and appends past its length (the
   // kernel's IORING_RECV_RETRY): a socket with its own limit gets one buffer per recv there.
   const bool bundle = modes_.bundle && (modes_.multishot || socket.recv_cap_bytes_ == 0);
@@ -195,7 +268,7 @@ RecvEvent RecvEngine::handle(RecvSocket& socket, const io_uring_cqe& cqe) {
     if (c.status != BufferRing::ConsumeStatus::ok) counters_.protocol_errors.add();
     event.buffers = c.buffers;
     gave_back = c.given_back > 0;
-    if (capped()) spend_credit(socket, c.ring_bytes);
+    if (capped()) spend_credit(socket, c.ring_bytes, static_cast<std::uint32_t>(cqe.res), more);
     if (recv_limit(socket) > 0 && modes_.multishot && !total_cap_refused_) total_cap_seen_ = true;
   } else if (cqe.res > 0) {
     counters_.protocol_errors.add();  // data without a buffer: the SQE lost IOSQE_BUFFER_SELECT
@@ -222,6 +295,7 @@ RecvEvent RecvEngine::handle(RecvSocket& socket, const io_uring_cqe& cqe) {
 
   // The recv ended: its unused credit goes to the sockets waiting for it first (FIFO), this one
   // queues behind them if it wants to receive again.
+  resize_want(socket);
   return_credit(socket);
   wake_parked();
   const bool closing = socket.state_ == RecvSocket::State::closing;
@@ -291,6 +365,7 @@ RecvEvent RecvEngine::handle(RecvSocket& socket, const io_uring_cqe& cqe) {
 }
 
 void RecvEngine::after_recv_ended(RecvSocket& socket) {
+  resize_want(socket);
   return_credit(socket);
   wake_parked();
   if (socket.state_ == RecvSocket::State::closing) {
@@ -299,9 +374,10 @@ void RecvEngine::after_recv_ended(RecvSocket& socket) {
     return;
   }
   if (socket.state_ != RecvSocket::State::armed) return;
+  // A cancel pause() or the credit sent will find nothing: the recv ended by itself first (and
+  // the cancel runs before any re-arm submitted after it).
+  socket.pause_cancel_ = false;
   if (socket.paused_) {
-    // The cancel pause() sent will find nothing: the recv ended by itself first.
-    socket.pause_cancel_ = false;
     socket.state_ = RecvSocket::State::idle;
     return;
   }
@@ -386,7 +462,7 @@ void RecvEngine::unpark(RecvSocket& socket) {
 
 void RecvEngine::wake_parked() {
   if (capped()) {
-    while (parked_head_ != nullptr && credit_available()) {
+    while (parked_head_ != nullptr && credit_available(*parked_head_)) {
       RecvSocket& socket = *parked_head_;
       unpark(socket);
       counters_.rearms.add();

@@ -70,6 +70,12 @@ class RecvSocket {
   std::uint64_t credit_bytes_ = 0;
   std::chrono::steady_clock::time_point active_at_{};
   std::chrono::steady_clock::time_point parked_at_{};  // capped engines only
+  // Adaptive credit (capped engines): what the next recv is armed with, and what the armed one
+  // was armed with, delivered so far and delivered at most in one completion.
+  std::uint32_t want_bytes_ = 0;  // 0: not sized yet (RecvEngine::first_want())
+  std::uint32_t armed_limit_bytes_ = 0;
+  std::uint64_t delivered_bytes_ = 0;
+  std::uint32_t peak_cqe_bytes_ = 0;
   RecvSocket* holder_prev_ = nullptr;
   RecvSocket* holder_next_ = nullptr;
   bool holder_ = false;
@@ -77,17 +83,21 @@ class RecvSocket {
 
 // How much of the buffer ring the recvs of one engine may take. With socket_cap_bytes == 0 every
 // recv may take the whole ring, and a dry ring ends recvs with -ENOBUFS (then they park). With a
-// cap, each recv is armed with the kernel's multishot total limit (single-shot: its length) of
-// socket_cap_bytes, and only while the ring's free bytes cover every armed recv's remaining cap,
-// so the ring cannot run dry under them; the other sockets wait parked (no SQE) in FIFO order.
-// When the first of them waited dormant_after, recvs that received nothing for that long stop
-// counting against the ring, so idle connections never keep sockets that have data waiting.
+// cap ("ring credit"), each recv is armed with the kernel's multishot total limit (single-shot:
+// its length) and only while the ring's free bytes cover every armed recv's remaining limit, so
+// the ring cannot run dry under them; the other sockets wait parked (no SQE) in FIFO order.
+// The limit adapts per socket between min_bytes and socket_cap_bytes: twice the largest
+// completion of its last recv, rounded up to a power of two. A connection of 64-byte messages
+// then holds min_bytes of credit, one that receives 64 KiB responses climbs to the cap in a few
+// recvs. When the first parked socket waited dormant_after, recvs that received nothing for that
+// long stop counting against the ring, so idle connections never keep sockets with data waiting.
 struct RecvLimits {
   std::uint32_t socket_cap_bytes = 0;
-  std::chrono::milliseconds dormant_after{1000};
+  std::uint32_t min_bytes = 4096;  // raised to one buffer on a ring without incremental buffers
+  std::chrono::milliseconds dormant_after{50};
 };
-// The cap to use when turning credit on: one 64 KiB response per recv, 64 recvs on a 256 x 16 KiB
-// ring (large-recv's default; the runtime's default is off, see RuntimeConfig::recv_limits).
+// The default cap (tcp.buffers.recv_credit_bytes): one 64 KiB response per recv, 64 of them at
+// once on a 256 x 16 KiB ring.
 inline constexpr std::uint32_t kDefaultSocketCapBytes = 64 * 1024;
 
 struct RecvEvent {
@@ -150,6 +160,8 @@ class RecvEngine {
   const RecvLimits& limits() const { return limits_; }
   // Ring bytes lent to outstanding recvs (<= the ring's free bytes whenever no recv went dormant).
   std::uint64_t credit_lent_bytes() const { return lent_; }
+  // The limit socket's next recv is armed with (capped engines).
+  std::uint32_t next_limit_bytes(const RecvSocket& socket) const;
 
   // With a cap and parked sockets: recvs idle for limits().dormant_after stop holding credit, and
   // parked sockets are armed with what that frees. Cheap; the worker calls it from its loop.
@@ -164,9 +176,13 @@ class RecvEngine {
   void rearm_or_park(RecvSocket& socket);  // arm now, or wait (parked) for buffers or credit
   bool capped() const { return limits_.socket_cap_bytes > 0; }
   std::uint32_t recv_limit(const RecvSocket& socket) const;  // 0: none
-  bool credit_available() const;
+  bool credit_available(const RecvSocket& socket) const;
+  std::uint64_t spare_credit() const;  // free ring bytes not lent, in whole buffers if need be
   void take_credit(RecvSocket& socket, std::uint64_t bytes);
-  void spend_credit(RecvSocket& socket, std::uint64_t ring_bytes);
+  void spend_credit(RecvSocket& socket, std::uint64_t ring_bytes, std::uint32_t bytes, bool more);
+  std::uint64_t worst_ring_bytes(std::uint64_t limit_left_bytes) const;
+  void cancel_to_rearm(RecvSocket& socket);
+  void resize_want(RecvSocket& socket);
   void return_credit(RecvSocket& socket);
   RecvEvent finish(RecvSocket& socket, RecvEvent::Kind kind, int error);
 

@@ -224,6 +224,22 @@ TEST(ConfigValidate, SizesMustBePowersOfTwoInRange) {
   EXPECT_EQ(c.tcp.buffers.bytes, 1000u);
 }
 
+TEST(ConfigValidate, RecvCreditMustFitTheRing) {
+  EXPECT_ERROR_AT(R"({"tcp": {"buffers": {"recv_credit_bytes": 100}}})", 1, 43,
+                  "tcp.buffers.recv_credit_bytes: 100 is below 512 (0 turns the credit off)");
+  EXPECT_ERROR_AT(
+      R"({"tcp": {"buffers": {"count": 16, "bytes": 4096, "recv_credit_bytes": 131072}}})", 1, 71,
+      "tcp.buffers.recv_credit_bytes: 131072 is more than the ring holds (count x bytes = "
+      "65536)");
+  EXPECT_ERROR_AT(R"({"tcp": {"buffers": {"recv_credit_idle_ms": 0}}})", 1, 45,
+                  "tcp.buffers.recv_credit_idle_ms: 0 is out of range (1..60000)");
+  Config off = parse_config(R"({"tcp": {"buffers": {"recv_credit_bytes": 0}}})", "f.json");
+  EXPECT_EQ(off.tcp.buffers.recv_credit_bytes, 0u);
+  // The default (64 KiB) is clamped to a smaller ring at run time, not refused.
+  Config small = parse_config(R"({"tcp": {"buffers": {"count": 1, "bytes": 512}}})", "f.json");
+  EXPECT_EQ(small.tcp.buffers.recv_credit_bytes, 65536u);
+}
+
 TEST(ConfigValidate, MissingRequiredKeyPointsAtTheEnclosingBrace) {
   std::string text = lines({
       "{ \"services\": [",

@@ -1,6 +1,7 @@
 // Ring credit (RecvLimits): with a per-recv cap, more connections than the ring can serve at once
-// never see -ENOBUFS, one recv never takes more than the cap, and an idle recv lends its credit
-// to a socket that has data waiting once it went dormant.
+// never see -ENOBUFS, one recv never takes more than the cap, an idle recv lends its credit to a
+// socket that has data waiting once it went dormant, and each socket's limit adapts to its
+// messages (small ones hold little credit, large ones climb to the cap).
 #include <gtest/gtest.h>
 #include <sys/socket.h>
 
@@ -21,6 +22,8 @@ using testing::RecvHarness;
 using testing::StreamVerifier;
 using State = RecvSocket::State;
 constexpr std::uint32_t kKiB = 1024;
+// A fixed 16 KiB credit per recv (no adaptation): the tests below count recvs in cap units.
+constexpr RecvLimits kFixed16K{.socket_cap_bytes = 16 * kKiB, .min_bytes = 16 * kKiB};
 
 struct ModeCase {
   bool bundle;
@@ -34,7 +37,7 @@ class RecvCredit : public ::testing::TestWithParam<ModeCase> {};
 TEST_P(RecvCredit, MoreConnectionsThanTheRingServesNeverSeeEnobufs) {
   const ModeCase m = GetParam();
   RecvHarness h(BufferRingConfig{16, 4 * kKiB, 0, true}, RecvModes{m.bundle, true, m.multishot},
-                RecvLimits{16 * kKiB});
+                kFixed16K);
   constexpr std::size_t kConnections = 12;
   constexpr std::size_t kBytes = 48 * kKiB;
   struct Conn {
@@ -102,7 +105,7 @@ TEST_P(RecvCredit, MoreConnectionsThanTheRingServesNeverSeeEnobufs) {
 TEST_P(RecvCredit, OneRecvNeverTakesMoreThanTheCap) {
   const ModeCase m = GetParam();
   RecvHarness h(BufferRingConfig{256, 16 * kKiB, 0, true}, RecvModes{m.bundle, true, m.multishot},
-                RecvLimits{16 * kKiB});
+                kFixed16K);
   testing::TcpPair pair = testing::tcp_pair();
   RecvSocket socket(pair.server.get(), 7);
   StreamVerifier verifier(5);
@@ -152,7 +155,9 @@ INSTANTIATE_TEST_SUITE_P(Modes, RecvCredit,
 // parked without an SQE, and gets the credit once the idle recv went dormant.
 TEST(RecvCreditDormancy, IdleRecvLendsItsCreditToASocketWithDataWaiting) {
   RecvHarness h(BufferRingConfig{4, 4 * kKiB, 0, true}, RecvModes{true, true, true},
-                RecvLimits{16 * kKiB, std::chrono::milliseconds(50)});
+                RecvLimits{.socket_cap_bytes = 16 * kKiB,
+                           .min_bytes = 16 * kKiB,
+                           .dormant_after = std::chrono::milliseconds(50)});
   testing::TcpPair idle = testing::tcp_pair();
   testing::TcpPair busy = testing::tcp_pair();
   RecvSocket idle_socket(idle.server.get(), 1);
@@ -203,6 +208,137 @@ TEST(RecvCreditDormancy, IdleRecvLendsItsCreditToASocketWithDataWaiting) {
     return idle_socket.state() == State::closed && busy_socket.state() == State::closed;
   }));
   EXPECT_EQ(h.engine.credit_lent_bytes(), 0u);
+}
+
+// Adaptive limits: a 64 KiB cap on a 64 x 4 KiB (256 KiB) ring is four recvs at a time at the cap,
+// but 32 connections of small messages each hold only the 4 KiB floor, so all are armed at once;
+// a connection that then receives 64 KiB bursts climbs to the cap within a few recvs.
+TEST(RecvCreditAdaptive, SmallMessagesHoldTheFloorAndLargeOnesClimbToTheCap) {
+  RecvHarness h(BufferRingConfig{64, 4 * kKiB, 0, true}, RecvModes{true, true, true},
+                RecvLimits{.socket_cap_bytes = 64 * kKiB, .min_bytes = 4 * kKiB});
+  constexpr std::size_t kConnections = 32;
+  struct Conn {
+    testing::TcpPair pair;
+    std::unique_ptr<RecvSocket> socket;
+    std::unique_ptr<StreamVerifier> verifier;
+  };
+  std::vector<Conn> conns(kConnections);
+  for (std::size_t i = 0; i < kConnections; ++i) {
+    Conn& c = conns[i];
+    c.pair = testing::tcp_pair();
+    c.socket = std::make_unique<RecvSocket>(c.pair.server.get(), 300 + i);
+    c.verifier = std::make_unique<StreamVerifier>(60 + i);
+    h.watch(*c.socket, [&, i](RecvSocket&, const RecvEvent& e) {
+      if (e.kind != RecvEvent::Kind::data) return;
+      conns[i].verifier->check(e.spans);
+      h.engine.release(e.spans);
+    });
+    ASSERT_TRUE(h.engine.start(*c.socket));
+  }
+  EXPECT_EQ(h.engine.parked_sockets(), 0u);  // 32 x 4 KiB of credit: the whole ring is not lent
+  EXPECT_EQ(h.engine.credit_lent_bytes(), kConnections * 4 * kKiB);
+
+  // 200 rounds of one 64-byte message per connection: 12.5 KiB each, so every recv ended at its
+  // 4 KiB limit a few times and was armed again with the floor.
+  std::vector<std::uint64_t> sent(kConnections, 0);
+  for (int round = 0; round < 200; ++round) {
+    for (std::size_t i = 0; i < kConnections; ++i) {
+      std::byte msg[64];
+      testing::fill_stream(60 + i, sent[i], msg);
+      ASSERT_EQ(::send(conns[i].pair.client.get(), msg, sizeof msg, 0), 64);
+      sent[i] += 64;
+    }
+    ASSERT_TRUE(h.run_until([&] {
+      return std::all_of(conns.begin(), conns.end(), [&](const Conn& c) {
+        return c.verifier->offset == sent[&c - conns.data()];
+      });
+    }));
+    ASSERT_EQ(h.engine.parked_sockets(), 0u) << "round " << round;
+  }
+  for (const Conn& c : conns) {
+    EXPECT_EQ(c.verifier->mismatches, 0u);
+    EXPECT_GE(c.socket->recvs_ended(), 3u);
+    EXPECT_EQ(h.engine.next_limit_bytes(*c.socket), 4 * kKiB);
+  }
+
+  // Connection 0 now receives 64 KiB at a time: its limit doubles per recv up to the cap.
+  Conn& big = conns[0];
+  std::vector<std::byte> burst(64 * kKiB);
+  for (int i = 0; i < 8; ++i) {
+    testing::fill_stream(60, sent[0], burst);
+    ASSERT_EQ(::send(big.pair.client.get(), burst.data(), burst.size(), 0),
+              static_cast<ssize_t>(burst.size()));
+    sent[0] += burst.size();
+    ASSERT_TRUE(h.run_until([&] { return big.verifier->offset == sent[0]; }));
+  }
+  EXPECT_EQ(big.verifier->mismatches, 0u);
+  EXPECT_EQ(h.engine.next_limit_bytes(*big.socket), 64 * kKiB);
+  EXPECT_EQ(h.counters.enobufs.value(), 0u);
+  EXPECT_EQ(h.counters.protocol_errors.value(), 0u);
+  for (Conn& c : conns) h.engine.close(*c.socket);
+  ASSERT_TRUE(h.run_until([&] {
+    return std::all_of(conns.begin(), conns.end(),
+                       [](const Conn& c) { return c.socket->state() == State::closed; });
+  }));
+  EXPECT_EQ(h.engine.credit_lent_bytes(), 0u);
+  EXPECT_EQ(h.buffers.free_buffers(), 64u);
+}
+
+// Whole buffers (no incremental ring), no bundle: small segments each take a 4 KiB buffer, so a
+// recv's completions cost more ring than bytes; the credit is topped up or the recv ended and
+// queued again (credit cancels), and the ring never runs dry under 16 connections (the floor is
+// one buffer each: the whole ring) sending in small pieces.
+TEST(RecvCreditAdaptive, WholeBuffersWastedBySmallSegmentsNeverRunTheRingDry) {
+  RecvHarness h(BufferRingConfig{16, 4 * kKiB, 0, false}, RecvModes{false, false, true},
+                RecvLimits{.socket_cap_bytes = 16 * kKiB, .min_bytes = 4 * kKiB});
+  constexpr std::size_t kConnections = 16;
+  struct Conn {
+    testing::TcpPair pair;
+    std::unique_ptr<RecvSocket> socket;
+    std::unique_ptr<StreamVerifier> verifier;
+  };
+  std::vector<Conn> conns(kConnections);
+  std::uint64_t lent_over_free = 0;
+  for (std::size_t i = 0; i < kConnections; ++i) {
+    Conn& c = conns[i];
+    c.pair = testing::tcp_pair();
+    c.socket = std::make_unique<RecvSocket>(c.pair.server.get(), 400 + i);
+    c.verifier = std::make_unique<StreamVerifier>(80 + i);
+    h.watch(*c.socket, [&, i](RecvSocket&, const RecvEvent& e) {
+      if (e.kind != RecvEvent::Kind::data) return;
+      conns[i].verifier->check(e.spans);
+      h.engine.release(e.spans);
+      if (h.engine.credit_lent_bytes() > h.buffers.free_bytes()) ++lent_over_free;
+    });
+    ASSERT_TRUE(h.engine.start(*c.socket));
+  }
+  // 64 rounds of a 300-byte piece per connection: each piece takes a whole 4 KiB buffer.
+  std::vector<std::uint64_t> sent(kConnections, 0);
+  for (int round = 0; round < 64; ++round) {
+    for (std::size_t i = 0; i < kConnections; ++i) {
+      std::byte piece[300];
+      testing::fill_stream(80 + i, sent[i], piece);
+      ASSERT_EQ(::send(conns[i].pair.client.get(), piece, sizeof piece, 0), 300);
+      sent[i] += sizeof piece;
+    }
+    ASSERT_TRUE(h.run_until([&] {
+      return std::all_of(conns.begin(), conns.end(), [&](const Conn& c) {
+        return c.verifier->offset == sent[&c - conns.data()];
+      });
+    })) << "round " << round;
+  }
+  for (const Conn& c : conns) EXPECT_EQ(c.verifier->mismatches, 0u);
+  EXPECT_EQ(h.counters.enobufs.value(), 0u);
+  EXPECT_EQ(h.counters.protocol_errors.value(), 0u);
+  EXPECT_GT(h.counters.credit_cancels.value(), 0u);  // the waste did run credit out
+  EXPECT_EQ(lent_over_free, 0u);
+  for (Conn& c : conns) h.engine.close(*c.socket);
+  ASSERT_TRUE(h.run_until([&] {
+    return std::all_of(conns.begin(), conns.end(),
+                       [](const Conn& c) { return c.socket->state() == State::closed; });
+  }));
+  EXPECT_EQ(h.engine.credit_lent_bytes(), 0u);
+  EXPECT_EQ(h.buffers.free_buffers(), 16u);
 }
 
 }  // namespace
