@@ -35,6 +35,10 @@ metrics::Registry::Handle register_recv_metrics(metrics::Registry& registry, std
     b.counter("ferry_uring_credit_cancels_total",
               "Receives ended early because whole buffers used up their ring credit.", w,
               count(c.credit_cancels));
+    b.counter(
+        "ferry_uring_credit_shrinks_total",
+        "Receives ended early to shrink a limit far above their messages while others waited.", w,
+        count(c.credit_shrinks));
     b.counter("ferry_uring_stitched_bytes_total",
               "Bytes copied to make received data contiguous (0 with bundles).", w,
               count(c.stitched_bytes));

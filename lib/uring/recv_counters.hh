@@ -53,12 +53,14 @@ inline constexpr std::array<double, 8> kBytesPerCqeBounds = {512,    4096,   163
                                                              131072, 262144, 1048576, 4194304};
 
 struct RecvCounters {
-  metrics::Counter cqes;             // recv completions handled, data or not
-  metrics::Counter recv_bytes;       // payload bytes handed to consumers
-  metrics::Counter enobufs;          // recvs ended by -ENOBUFS (the ring ran dry)
-  metrics::Counter parks;            // sockets parked for buffers (ENOBUFS or a dry ring on re-arm)
-  metrics::Counter rearms;           // recvs submitted again after a completion ended one
-  metrics::Counter credit_cancels;   // recvs ended early because their ring credit ran out
+  metrics::Counter cqes;            // recv completions handled, data or not
+  metrics::Counter recv_bytes;      // payload bytes handed to consumers
+  metrics::Counter enobufs;         // recvs ended by -ENOBUFS (the ring ran dry)
+  metrics::Counter parks;           // sockets parked for buffers (ENOBUFS or a dry ring on re-arm)
+  metrics::Counter rearms;          // recvs submitted again after a completion ended one
+  metrics::Counter credit_cancels;  // recvs ended early because their ring credit ran out
+  metrics::Counter
+      credit_shrinks;  // recvs ended early: limit far above their messages, others wait
   metrics::Counter stitched_bytes;   // bytes a consumer had to copy to make them contiguous
   metrics::Counter multi_span_cqes;  // completions that needed more than two spans
   metrics::Counter eofs;             // peers that closed their side
@@ -71,7 +73,8 @@ struct RecvCounters {
 // Exports the counters of one worker's receive path and its buffer ring's occupancy:
 // ferry_uring_cqes_total, ferry_uring_recv_bytes_total, ferry_uring_recv_buffers_per_cqe,
 // ferry_uring_recv_bytes_per_cqe, ferry_uring_enobufs_total, ferry_uring_parks_total,
-// ferry_uring_rearms_total, ferry_uring_credit_cancels_total, ferry_uring_stitched_bytes_total,
+// ferry_uring_rearms_total, ferry_uring_credit_cancels_total,
+// ferry_uring_credit_shrinks_total, ferry_uring_stitched_bytes_total,
 // ferry_uring_recv_multi_span_cqes_total, ferry_uring_recv_closes_total{reason},
 // ferry_uring_recv_protocol_errors_total, ferry_uring_buffer_ring_free,
 // ferry_uring_buffer_ring_held and ferry_uring_buffer_ring_buffers.

@@ -68,7 +68,9 @@ RecvEngine::RecvEngine(Uring& ring, BufferRing& buffers, const RecvModes& modes,
 }
 
 std::uint32_t RecvEngine::next_limit_bytes(const RecvSocket& socket) const {
-  return socket.want_bytes_ != 0 ? socket.want_bytes_ : limits_.min_bytes;
+  // A new socket starts at the cap: its first message then begins a recv, so a recv that ends at
+  // its limit ends at a message boundary when messages are the cap's size (one completion each).
+  return socket.want_bytes_ != 0 ? socket.want_bytes_ : limits_.socket_cap_bytes;
 }
 
 std::uint64_t RecvEngine::worst_ring_bytes(std::uint64_t limit_left_bytes) const {
@@ -99,10 +101,12 @@ std::uint64_t RecvEngine::spare_credit() const {
 }
 
 bool RecvEngine::credit_available(const RecvSocket& socket) const {
-  // The floor is enough to arm: a socket whose limit grew larger than what is spare takes what
-  // is, rather than wait for buffers other consumers may hold until it receives.
+  // Its whole limit while other recvs hold credit (theirs comes back when they end). With none
+  // lent, waiting could be for ever (consumers may hold buffers until this socket receives), so
+  // then its floor is enough and it is armed with what is spare.
+  if (spare_credit() >= worst_ring_bytes(recv_limit(socket))) return true;
   const std::uint32_t floor = std::min(recv_limit(socket), limits_.min_bytes);
-  return spare_credit() >= worst_ring_bytes(floor);
+  return lent_ == 0 && spare_credit() >= worst_ring_bytes(floor);
 }
 
 void RecvEngine::take_credit(RecvSocket& socket, std::uint64_t bytes) {
@@ -142,6 +146,7 @@ void RecvEngine::spend_credit(RecvSocket& socket, std::uint64_t ring_bytes, std:
       if (spare_credit() >= need) {
         left = need;
       } else {
+        counters_.credit_cancels.add();
         cancel_to_rearm(socket);
       }
     }
@@ -152,11 +157,22 @@ void RecvEngine::spend_credit(RecvSocket& socket, std::uint64_t ring_bytes, std:
 void RecvEngine::cancel_to_rearm(RecvSocket& socket) {
   // pause()'s cancel without the pause: its -ECANCELED end re-arms through the credit FIFO.
   socket.pause_cancel_ = true;
-  counters_.credit_cancels.add();
   io_uring_sqe* sqe = ring_.sqe();
   io_uring_prep_cancel64(sqe, socket.user_data_, 0);
   sqe->flags |= IOSQE_CQE_SKIP_SUCCESS;
   io_uring_sqe_set_data64(sqe, kIgnoredUserData);
+}
+
+void RecvEngine::shrink_if_small(RecvSocket& socket) {
+  // Sockets wait for credit while this recv holds a limit sized for messages far larger than the
+  // ones it gets: end it, so it comes back with a limit its messages need (resize_want) and the
+  // credit goes to the waiting sockets. Once per socket and size change, and only when contended.
+  if (parked_head_ == nullptr || socket.pause_cancel_ || socket.armed_limit_bytes_ == 0) return;
+  const std::uint64_t fits = std::bit_ceil(std::uint64_t{socket.peak_cqe_bytes_} * 2);
+  const std::uint64_t smaller = std::max<std::uint64_t>(fits, limits_.min_bytes);
+  if (smaller * 4 > socket.armed_limit_bytes_) return;
+  counters_.credit_shrinks.add();
+  cancel_to_rearm(socket);
 }
 
 void RecvEngine::resize_want(RecvSocket& socket) {
@@ -268,7 +284,10 @@ RecvEvent RecvEngine::handle(RecvSocket& socket, const io_uring_cqe& cqe) {
     if (c.status != BufferRing::ConsumeStatus::ok) counters_.protocol_errors.add();
     event.buffers = c.buffers;
     gave_back = c.given_back > 0;
-    if (capped()) spend_credit(socket, c.ring_bytes, static_cast<std::uint32_t>(cqe.res), more);
+    if (capped()) {
+      spend_credit(socket, c.ring_bytes, static_cast<std::uint32_t>(cqe.res), more);
+      if (more) shrink_if_small(socket);
+    }
     if (recv_limit(socket) > 0 && modes_.multishot && !total_cap_refused_) total_cap_seen_ = true;
   } else if (cqe.res > 0) {
     counters_.protocol_errors.add();  // data without a buffer: the SQE lost IOSQE_BUFFER_SELECT

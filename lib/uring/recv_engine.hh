@@ -182,6 +182,7 @@ class RecvEngine {
   void spend_credit(RecvSocket& socket, std::uint64_t ring_bytes, std::uint32_t bytes, bool more);
   std::uint64_t worst_ring_bytes(std::uint64_t limit_left_bytes) const;
   void cancel_to_rearm(RecvSocket& socket);
+  void shrink_if_small(RecvSocket& socket);
   void resize_want(RecvSocket& socket);
   void return_credit(RecvSocket& socket);
   RecvEvent finish(RecvSocket& socket, RecvEvent::Kind kind, int error);

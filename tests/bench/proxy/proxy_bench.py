@@ -331,18 +331,27 @@ class FerryBigRing(Ferry):
     runtime's 64 KiB credit per armed recv, 1024 recvs per worker instead of 64."""
 
     name = "ferry-ring4096"
+    buffers = {"count": 4096}
 
     def write(self, template, name):
         path = super().write(template, name)
         with open(path) as f:
             cfg = json.loads("\n".join(l for l in f if not l.lstrip().startswith("//")))
-        cfg["tcp"]["buffers"] = {"count": 4096}
+        cfg["tcp"]["buffers"] = dict(self.buffers)
         with open(path, "w") as f:
             json.dump(cfg, f, indent=2)
         return path
 
 
-KINDS = {"direct": Direct, "ferry-ring4096": FerryBigRing, "ferry": Ferry, "haproxy": HAProxy, "haproxy-splice": HAProxySplice,
+class FerryNoCredit(FerryBigRing):
+    """ferry with the ring credit off (tcp.buffers.recv_credit_bytes 0): a recv may take the whole
+    ring and parks on ENOBUFS, the behaviour before the credit was on by default."""
+
+    name = "ferry-nocredit"
+    buffers = {"recv_credit_bytes": 0}
+
+
+KINDS = {"direct": Direct, "ferry-ring4096": FerryBigRing, "ferry-nocredit": FerryNoCredit, "ferry": Ferry, "haproxy": HAProxy, "haproxy-splice": HAProxySplice,
          "nginx": Nginx}
 
 
