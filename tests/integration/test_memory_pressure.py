@@ -279,10 +279,11 @@ def without_credit_recvs_end_with_enobufs_and_nothing_spins(w):
 def with_credit_recvs_park_instead_of_enobufs(w):
     figures = slow_readers_on_a_small_ring(w, credit_bytes=CREDIT_BYTES)
     # The credit's promise (docs/uring.md, "Ring credit") is that no recv finds a ring dry: recvs
-    # wait parked for credit instead. It does not hold here yet (open, docs/testing.md): most
-    # runs see some ENOBUFS (up to 126, as the connections open, at full speed, now and then
-    # while readers are slow) against 90,000+ parks; without the credit ENOBUFS are about 95% of
-    # parks. Asserted until it is fixed: sockets park instead, ENOBUFS stay under 1% of parks.
+    # wait parked for credit instead. It does not hold here yet (open, docs/testing.md): a recv
+    # whose idle credit was taken stays armed, and the client's FIN (or a backend's late answer)
+    # arriving on a dry ring ends it with ENOBUFS: up to 126 a run against 90,000+ parks, where
+    # without the credit ENOBUFS are about 95% of parks. Asserted until it is fixed: sockets
+    # park instead, ENOBUFS stay under 1% of parks.
     check(figures["enobufs"] < figures["parks"] / 100, f"ENOBUFS with the ring credit on: "
           f"{figures['enobufs']:.0f} against {figures['parks']:.0f} parks")
     check(figures["window"].parks > 0, "no socket parked while the readers were slow: the CPU "
