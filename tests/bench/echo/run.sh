@@ -12,9 +12,8 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../../.." && pwd)
 build=${1:-$root/build-bench}
-[ -f "$build/build.ninja" ] || meson setup "$build" -Dbench=true
-meson configure "$build" -Dbench=true >/dev/null
-meson compile -C "$build" -j 2 echo-load echo-host epoll-echo >/dev/null
+. "$here/bench_build.sh"
+bench_build "$build" echo-load echo-host epoll-echo
 # 1024 connections need ~1030 descriptors in each process.
 ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 exec python3 "$here/bench.py" echo --bin "$build/tests/bench/echo" \

@@ -13,9 +13,8 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../../.." && pwd)
 build=${1:-$root/build-bench}
-[ -f "$build/build.ninja" ] || meson setup "$build" -Dbench=true
-meson configure "$build" -Dbench=true >/dev/null
-meson compile -C "$build" -j 2 large-recv epoll-echo >/dev/null
+. "$here/bench_build.sh"
+bench_build "$build" large-recv epoll-echo
 ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 exec python3 "$here/bench.py" large --bin "$build/tests/bench/echo" \
   --out "${OUT:-$root/tests/bench/results/large.md}" \
