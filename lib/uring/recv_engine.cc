@@ -147,20 +147,27 @@ void RecvEngine::spend_credit(RecvSocket& socket, std::uint64_t ring_bytes, std:
         left = need;
       } else {
         counters_.credit_cancels.add();
-        cancel_to_rearm(socket);
+        end_recv(socket);
       }
     }
   }
   take_credit(socket, left);
 }
 
-void RecvEngine::cancel_to_rearm(RecvSocket& socket) {
-  // pause()'s cancel without the pause: its -ECANCELED end re-arms through the credit FIFO.
-  socket.pause_cancel_ = true;
+void RecvEngine::submit_cancel(const RecvSocket& socket) {
+  // Only a failed cancel posts a completion, and nobody waits for that: the recv's own final
+  // completion is what tells the socket its recv ended.
   io_uring_sqe* sqe = ring_.sqe();
   io_uring_prep_cancel64(sqe, socket.user_data_, 0);
   sqe->flags |= IOSQE_CQE_SKIP_SUCCESS;
   io_uring_sqe_set_data64(sqe, kIgnoredUserData);
+}
+
+void RecvEngine::end_recv(RecvSocket& socket) {
+  // Its -ECANCELED end leaves the socket open: idle if paused, else re-armed through the credit
+  // FIFO (see the -ECANCELED case of handle()).
+  socket.pause_cancel_ = true;
+  submit_cancel(socket);
 }
 
 void RecvEngine::shrink_if_small(RecvSocket& socket) {
@@ -172,7 +179,7 @@ void RecvEngine::shrink_if_small(RecvSocket& socket) {
   const std::uint64_t smaller = std::max<std::uint64_t>(fits, limits_.min_bytes);
   if (smaller * 4 > socket.armed_limit_bytes_) return;
   counters_.credit_shrinks.add();
-  cancel_to_rearm(socket);
+  end_recv(socket);
 }
 
 void RecvEngine::resize_want(RecvSocket& socket) {
@@ -433,10 +440,7 @@ bool RecvEngine::close(RecvSocket& socket) {
       break;
   }
   socket.state_ = RecvSocket::State::closing;
-  io_uring_sqe* sqe = ring_.sqe();
-  io_uring_prep_cancel64(sqe, socket.user_data_, 0);
-  sqe->flags |= IOSQE_CQE_SKIP_SUCCESS;
-  io_uring_sqe_set_data64(sqe, kIgnoredUserData);
+  submit_cancel(socket);
   return false;
 }
 
@@ -451,11 +455,7 @@ void RecvEngine::pause(RecvSocket& socket) {
   if (socket.state_ != RecvSocket::State::armed || !socket.outstanding_ || socket.pause_cancel_) {
     return;
   }
-  socket.pause_cancel_ = true;
-  io_uring_sqe* sqe = ring_.sqe();
-  io_uring_prep_cancel64(sqe, socket.user_data_, 0);
-  sqe->flags |= IOSQE_CQE_SKIP_SUCCESS;
-  io_uring_sqe_set_data64(sqe, kIgnoredUserData);
+  end_recv(socket);
 }
 
 void RecvEngine::resume(RecvSocket& socket) {

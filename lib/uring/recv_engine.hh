@@ -61,7 +61,7 @@ class RecvSocket {
   std::uint32_t recv_cap_bytes_ = 0;
   std::uint64_t armed_at_added_ = 0;  // BufferRing::buffers_added() when the recv was submitted
   bool paused_ = false;               // pause(): do not re-arm when the recv ends
-  bool pause_cancel_ = false;         // a cancel sent by pause() may still be on its way
+  bool pause_cancel_ = false;         // end_recv()'s cancel (pause, credit) may be on its way
   bool started_ = false;              // start() was called (its first recv may wait for credit)
   RecvSocket* parked_prev_ = nullptr;
   RecvSocket* parked_next_ = nullptr;
@@ -181,7 +181,8 @@ class RecvEngine {
   void take_credit(RecvSocket& socket, std::uint64_t bytes);
   void spend_credit(RecvSocket& socket, std::uint64_t ring_bytes, std::uint32_t bytes, bool more);
   std::uint64_t worst_ring_bytes(std::uint64_t limit_left_bytes) const;
-  void cancel_to_rearm(RecvSocket& socket);
+  void submit_cancel(const RecvSocket& socket);  // of its outstanding recv
+  void end_recv(RecvSocket& socket);             // cancel the recv, keep the socket (pause, credit)
   void shrink_if_small(RecvSocket& socket);
   void resize_want(RecvSocket& socket);
   void return_credit(RecvSocket& socket);
