@@ -104,9 +104,10 @@ bool RecvEngine::credit_available(const RecvSocket& socket) const {
   // Its whole limit while other recvs hold credit (theirs comes back when they end). With none
   // lent, waiting could be for ever (consumers may hold buffers until this socket receives), so
   // then its floor is enough and it is armed with what is spare.
-  if (spare_credit() >= worst_ring_bytes(recv_limit(socket))) return true;
-  const std::uint32_t floor = std::min(recv_limit(socket), limits_.min_bytes);
-  return lent_ == 0 && spare_credit() >= worst_ring_bytes(floor);
+  const std::uint64_t spare = spare_credit();
+  const std::uint32_t limit = recv_limit(socket);
+  if (spare >= worst_ring_bytes(limit)) return true;
+  return lent_ == 0 && spare >= worst_ring_bytes(std::min(limit, limits_.min_bytes));
 }
 
 void RecvEngine::take_credit(RecvSocket& socket, std::uint64_t bytes) {
@@ -238,9 +239,11 @@ void RecvEngine::arm(RecvSocket& socket) {
   if (socket.outstanding_) return;  // one recv per socket, whatever a caller asks for
   io_uring_sqe* sqe = ring_.sqe();
   std::uint32_t cap = recv_limit(socket);
-  if (capped() && worst_ring_bytes(cap) > spare_credit()) {
+  if (capped()) {
     // Less spare than the socket's limit (but at least its floor: the caller checked).
-    cap = static_cast<std::uint32_t>(std::max<std::uint64_t>(spare_credit(), 1));
+    const std::uint64_t spare = spare_credit();
+    if (worst_ring_bytes(cap) > spare)
+      cap = static_cast<std::uint32_t>(std::max<std::uint64_t>(spare, 1));
   }
   socket.armed_limit_bytes_ = cap;
   socket.delivered_bytes_ = 0;
