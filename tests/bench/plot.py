@@ -73,6 +73,12 @@ def grouped_bars(ax, groups, series, values, ylabel):
     ax.legend(fontsize=8)
 
 
+def save(fig, out, name):
+    fig.tight_layout()
+    fig.savefig(os.path.join(out, name), dpi=110)
+    plt.close(fig)
+
+
 def plot_proxy(results, out):
     header, cells = raw_table_with(read(results, "proxy.md"), "W", "proxy", "idle RSS B/conn")
     rows = [dict(zip(header, r)) for r in cells]
@@ -85,9 +91,7 @@ def plot_proxy(results, out):
         groups = [f"W={w}" for w in dict.fromkeys(r["W"] for r in rows)]
         grouped_bars(ax, groups, proxies, values, "GiB proxied per proxy CPU second")
         ax.set_title(f"64 KiB responses, {conns} connections (higher is better)")
-    fig.tight_layout()
-    fig.savefig(os.path.join(out, "proxy-gib-per-cpu.png"), dpi=110)
-    plt.close(fig)
+    save(fig, out, "proxy-gib-per-cpu.png")
 
     fig, ax = plt.subplots(figsize=(6, 3.5))
     idle = [(r["proxy"], number(r["idle RSS B/conn"])) for r in rows
@@ -98,9 +102,7 @@ def plot_proxy(results, out):
     ax.text(len(idle) - 0.5, 4096, " 4 KiB target", va="bottom", ha="right", fontsize=8)
     ax.set_ylabel("RSS bytes per idle proxied connection")
     ax.set_title("Idle proxied connections (lower is better)")
-    fig.tight_layout()
-    fig.savefig(os.path.join(out, "proxy-idle-rss.png"), dpi=110)
-    plt.close(fig)
+    save(fig, out, "proxy-idle-rss.png")
 
 
 def plot_xsk_scaling(results, out):
@@ -123,9 +125,7 @@ def plot_xsk_scaling(results, out):
     ax.set_ylabel("Mpps, 0 drops, FIFO checked")
     ax.set_title("AF_XDP rings: multi-slab scaling")
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(os.path.join(out, "xsk-scaling.png"), dpi=110)
-    plt.close(fig)
+    save(fig, out, "xsk-scaling.png")
 
 
 def plot_lab(results, out):
@@ -138,28 +138,24 @@ def plot_lab(results, out):
     fig, ax = plt.subplots(figsize=(8, 3.8))
     grouped_bars(ax, groups, forwarders, values, "delivered kpps")
     ax.set_title("netns lab: ferry vs kernel forwarding / nft DNAT vs in-kernel XDP redirect")
-    fig.tight_layout()
-    fig.savefig(os.path.join(out, "lab-pps.png"), dpi=110)
-    plt.close(fig)
+    save(fig, out, "lab-pps.png")
 
 
 def plot_large(results, out):
     rows = table_with(read(results, "large.md"), "receive path", "connections", "Gbps", "ENOBUFS")
     fig, axes = plt.subplots(1, 2, figsize=(11, 4))
-    labels = list(dict.fromkeys(
-        f"{r['receive path']}, {r['consumer']}, cap {r['cap']}, {r['ring per worker']}" for r in rows))
+    def label(r):
+        return f"{r['receive path']}, {r['consumer']}, cap {r['cap']}, {r['ring per worker']}"
+
+    labels = list(dict.fromkeys(label(r) for r in rows))
     for ax, col, title in ((axes[0], "Gbps", "Gbps (higher is better)"),
                            (axes[1], "ENOBUFS", "ENOBUFS events (lower is better)")):
-        values = {(f"{r['connections']} conns",
-                   f"{r['receive path']}, {r['consumer']}, cap {r['cap']}, {r['ring per worker']}"):
-                  number(r[col]) for r in rows}
+        values = {(f"{r['connections']} conns", label(r)): number(r[col]) for r in rows}
         groups = list(dict.fromkeys(f"{r['connections']} conns" for r in rows))
         grouped_bars(ax, groups, labels, values, col)
         ax.set_title(f"64 KiB responses: {title}")
         ax.legend(fontsize=6)
-    fig.tight_layout()
-    fig.savefig(os.path.join(out, "uring-large.png"), dpi=110)
-    plt.close(fig)
+    save(fig, out, "uring-large.png")
 
 
 def plot_echo(results, out):
@@ -174,9 +170,7 @@ def plot_echo(results, out):
     ax.set_ylabel("k round trips/s")
     ax.set_title("Echo 1024 connections x 1000 rounds")
     ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(os.path.join(out, "runtime-echo.png"), dpi=110)
-    plt.close(fig)
+    save(fig, out, "runtime-echo.png")
 
 
 def main():
