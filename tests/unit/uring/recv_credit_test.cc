@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <chrono>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -210,6 +211,60 @@ TEST(RecvCreditDormancy, IdleRecvLendsItsCreditToASocketWithDataWaiting) {
   EXPECT_EQ(h.engine.credit_lent_bytes(), 0u);
 }
 
+// Connections for the adaptive tests: a loopback pair each, its started RecvSocket, and the
+// verifier of its stream, which checks and gives back every data completion (then `after_data`).
+struct Conn {
+  testing::TcpPair pair;
+  std::unique_ptr<RecvSocket> socket;
+  std::unique_ptr<StreamVerifier> verifier;
+  std::uint64_t seed = 0;
+  std::uint64_t sent = 0;
+};
+
+std::vector<Conn> start_conns(RecvHarness& h, std::size_t n, std::uint64_t first_tag,
+                              std::uint64_t first_seed, std::function<void()> after_data = {}) {
+  std::vector<Conn> conns(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    Conn& c = conns[i];  // the heap element outlives moves of the vector
+    c.pair = testing::tcp_pair();
+    c.seed = first_seed + i;
+    c.socket = std::make_unique<RecvSocket>(c.pair.server.get(), first_tag + i);
+    c.verifier = std::make_unique<StreamVerifier>(c.seed);
+    h.watch(*c.socket,
+            [&h, verifier = c.verifier.get(), after_data](RecvSocket&, const RecvEvent& e) {
+              if (e.kind != RecvEvent::Kind::data) return;
+              verifier->check(e.spans);
+              h.engine.release(e.spans);
+              if (after_data) after_data();
+            });
+    EXPECT_TRUE(h.engine.start(*c.socket));
+  }
+  return conns;
+}
+
+// Sends the next N bytes of its stream on every connection; true once all arrived, verified.
+template <std::size_t N>
+bool send_round(RecvHarness& h, std::vector<Conn>& conns) {
+  for (Conn& c : conns) {
+    std::byte piece[N];
+    testing::fill_stream(c.seed, c.sent, piece);
+    if (::send(c.pair.client.get(), piece, N, 0) != static_cast<ssize_t>(N)) return false;
+    c.sent += N;
+  }
+  return h.run_until([&] {
+    return std::all_of(conns.begin(), conns.end(),
+                       [](const Conn& c) { return c.verifier->offset == c.sent; });
+  });
+}
+
+bool close_all(RecvHarness& h, std::vector<Conn>& conns) {
+  for (Conn& c : conns) h.engine.close(*c.socket);
+  return h.run_until([&] {
+    return std::all_of(conns.begin(), conns.end(),
+                       [](const Conn& c) { return c.socket->state() == State::closed; });
+  });
+}
+
 // Adaptive limits: a 64 KiB cap on a 64 x 4 KiB (256 KiB) ring is four recvs at a time at the cap,
 // and new sockets start at the cap. 32 connections of small messages shrink (their recvs end
 // early while others wait) to the 4 KiB floor, after which all are armed at once; a connection
@@ -218,41 +273,13 @@ TEST(RecvCreditAdaptive, SmallMessagesHoldTheFloorAndLargeOnesClimbToTheCap) {
   RecvHarness h(BufferRingConfig{64, 4 * kKiB, 0, true}, RecvModes{true, true, true},
                 RecvLimits{.socket_cap_bytes = 64 * kKiB, .min_bytes = 4 * kKiB});
   constexpr std::size_t kConnections = 32;
-  struct Conn {
-    testing::TcpPair pair;
-    std::unique_ptr<RecvSocket> socket;
-    std::unique_ptr<StreamVerifier> verifier;
-  };
-  std::vector<Conn> conns(kConnections);
-  for (std::size_t i = 0; i < kConnections; ++i) {
-    Conn& c = conns[i];
-    c.pair = testing::tcp_pair();
-    c.socket = std::make_unique<RecvSocket>(c.pair.server.get(), 300 + i);
-    c.verifier = std::make_unique<StreamVerifier>(60 + i);
-    h.watch(*c.socket, [&, i](RecvSocket&, const RecvEvent& e) {
-      if (e.kind != RecvEvent::Kind::data) return;
-      conns[i].verifier->check(e.spans);
-      h.engine.release(e.spans);
-    });
-    ASSERT_TRUE(h.engine.start(*c.socket));
-  }
+  std::vector<Conn> conns = start_conns(h, kConnections, 300, 60);
   EXPECT_EQ(h.engine.parked_sockets(), kConnections - 4);  // four at the cap take the ring
 
   // 200 rounds of one 64-byte message per connection: 12.5 KiB each, so every recv ended at its
   // 4 KiB limit a few times and was armed again with the floor.
-  std::vector<std::uint64_t> sent(kConnections, 0);
   for (int round = 0; round < 200; ++round) {
-    for (std::size_t i = 0; i < kConnections; ++i) {
-      std::byte msg[64];
-      testing::fill_stream(60 + i, sent[i], msg);
-      ASSERT_EQ(::send(conns[i].pair.client.get(), msg, sizeof msg, 0), 64);
-      sent[i] += 64;
-    }
-    ASSERT_TRUE(h.run_until([&] {
-      return std::all_of(conns.begin(), conns.end(), [&](const Conn& c) {
-        return c.verifier->offset == sent[&c - conns.data()];
-      });
-    }));
+    ASSERT_TRUE(send_round<64>(h, conns)) << "round " << round;
     // The first round shrank them; from then on every socket is armed, none waits.
     if (round > 0) {
       ASSERT_EQ(h.engine.parked_sockets(), 0u) << "round " << round;
@@ -269,21 +296,17 @@ TEST(RecvCreditAdaptive, SmallMessagesHoldTheFloorAndLargeOnesClimbToTheCap) {
   Conn& big = conns[0];
   std::vector<std::byte> burst(64 * kKiB);
   for (int i = 0; i < 8; ++i) {
-    testing::fill_stream(60, sent[0], burst);
+    testing::fill_stream(big.seed, big.sent, burst);
     ASSERT_EQ(::send(big.pair.client.get(), burst.data(), burst.size(), 0),
               static_cast<ssize_t>(burst.size()));
-    sent[0] += burst.size();
-    ASSERT_TRUE(h.run_until([&] { return big.verifier->offset == sent[0]; }));
+    big.sent += burst.size();
+    ASSERT_TRUE(h.run_until([&] { return big.verifier->offset == big.sent; }));
   }
   EXPECT_EQ(big.verifier->mismatches, 0u);
   EXPECT_EQ(h.engine.next_limit_bytes(*big.socket), 64 * kKiB);
   EXPECT_EQ(h.counters.enobufs.value(), 0u);
   EXPECT_EQ(h.counters.protocol_errors.value(), 0u);
-  for (Conn& c : conns) h.engine.close(*c.socket);
-  ASSERT_TRUE(h.run_until([&] {
-    return std::all_of(conns.begin(), conns.end(),
-                       [](const Conn& c) { return c.socket->state() == State::closed; });
-  }));
+  ASSERT_TRUE(close_all(h, conns));
   EXPECT_EQ(h.engine.credit_lent_bytes(), 0u);
   EXPECT_EQ(h.buffers.free_buffers(), 64u);
 }
@@ -296,52 +319,20 @@ TEST(RecvCreditAdaptive, WholeBuffersWastedBySmallSegmentsNeverRunTheRingDry) {
   RecvHarness h(BufferRingConfig{16, 4 * kKiB, 0, false}, RecvModes{false, false, true},
                 RecvLimits{.socket_cap_bytes = 16 * kKiB, .min_bytes = 4 * kKiB});
   constexpr std::size_t kConnections = 16;
-  struct Conn {
-    testing::TcpPair pair;
-    std::unique_ptr<RecvSocket> socket;
-    std::unique_ptr<StreamVerifier> verifier;
-  };
-  std::vector<Conn> conns(kConnections);
   std::uint64_t lent_over_free = 0;
-  for (std::size_t i = 0; i < kConnections; ++i) {
-    Conn& c = conns[i];
-    c.pair = testing::tcp_pair();
-    c.socket = std::make_unique<RecvSocket>(c.pair.server.get(), 400 + i);
-    c.verifier = std::make_unique<StreamVerifier>(80 + i);
-    h.watch(*c.socket, [&, i](RecvSocket&, const RecvEvent& e) {
-      if (e.kind != RecvEvent::Kind::data) return;
-      conns[i].verifier->check(e.spans);
-      h.engine.release(e.spans);
-      if (h.engine.credit_lent_bytes() > h.buffers.free_bytes()) ++lent_over_free;
-    });
-    ASSERT_TRUE(h.engine.start(*c.socket));
-  }
+  std::vector<Conn> conns = start_conns(h, kConnections, 400, 80, [&] {
+    if (h.engine.credit_lent_bytes() > h.buffers.free_bytes()) ++lent_over_free;
+  });
   // 64 rounds of a 300-byte piece per connection: each piece takes a whole 4 KiB buffer.
-  std::vector<std::uint64_t> sent(kConnections, 0);
   for (int round = 0; round < 64; ++round) {
-    for (std::size_t i = 0; i < kConnections; ++i) {
-      std::byte piece[300];
-      testing::fill_stream(80 + i, sent[i], piece);
-      ASSERT_EQ(::send(conns[i].pair.client.get(), piece, sizeof piece, 0), 300);
-      sent[i] += sizeof piece;
-    }
-    ASSERT_TRUE(h.run_until([&] {
-      return std::all_of(conns.begin(), conns.end(), [&](const Conn& c) {
-        return c.verifier->offset == sent[&c - conns.data()];
-      });
-    })) << "round "
-        << round;
+    ASSERT_TRUE(send_round<300>(h, conns)) << "round " << round;
   }
   for (const Conn& c : conns) EXPECT_EQ(c.verifier->mismatches, 0u);
   EXPECT_EQ(h.counters.enobufs.value(), 0u);
   EXPECT_EQ(h.counters.protocol_errors.value(), 0u);
   EXPECT_GT(h.counters.credit_cancels.value(), 0u);  // the waste did run credit out
   EXPECT_EQ(lent_over_free, 0u);
-  for (Conn& c : conns) h.engine.close(*c.socket);
-  ASSERT_TRUE(h.run_until([&] {
-    return std::all_of(conns.begin(), conns.end(),
-                       [](const Conn& c) { return c.socket->state() == State::closed; });
-  }));
+  ASSERT_TRUE(close_all(h, conns));
   EXPECT_EQ(h.engine.credit_lent_bytes(), 0u);
   EXPECT_EQ(h.buffers.free_buffers(), 16u);
 }
