@@ -33,6 +33,7 @@ namespace {
 
 using namespace std::chrono_literals;
 namespace rt = ferry::runtime::testing;
+using rt::metric;
 
 // A backend: a listening socket and one thread per accepted connection running `handler`.
 class TestBackend {
@@ -135,28 +136,6 @@ UniqueFd connect_to(const net::Endpoint& at) {
   int one = 1;
   ::setsockopt(fd.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
   return fd;
-}
-
-double metric(const metrics::Registry& registry, const std::string& name,
-              const metrics::Labels& labels = {}) {
-  double sum = 0;
-  bool found = false;
-  for (const metrics::Family& f : registry.snapshot()) {
-    if (f.name != name) continue;
-    for (const metrics::Sample& s : f.samples) {
-      bool match = true;
-      for (const auto& l : labels) {
-        bool has = false;
-        for (const auto& sl : s.labels) has = has || sl == l;
-        match = match && has;
-      }
-      if (match) {
-        sum += s.value;
-        found = true;
-      }
-    }
-  }
-  return found ? sum : -1;
 }
 
 // Polls `pred` until true or 5 s passed (for counters that settle after the sockets did).

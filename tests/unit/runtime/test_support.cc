@@ -114,4 +114,26 @@ UniqueFd connect_loopback(std::uint16_t port) {
   return fd;
 }
 
+double metric(const metrics::Registry& registry, const std::string& name,
+              const metrics::Labels& labels) {
+  double sum = 0;
+  bool found = false;
+  for (const metrics::Family& f : registry.snapshot()) {
+    if (f.name != name) continue;
+    for (const metrics::Sample& s : f.samples) {
+      bool match = true;
+      for (const auto& l : labels) {
+        bool has = false;
+        for (const auto& sl : s.labels) has = has || sl == l;
+        match = match && has;
+      }
+      if (match) {
+        sum += s.value;
+        found = true;
+      }
+    }
+  }
+  return found ? sum : -1;
+}
+
 }  // namespace ferry::runtime::testing

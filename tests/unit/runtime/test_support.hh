@@ -1,5 +1,6 @@
-// Shared helpers of the runtime and TCP tests: loopback TCP pairs, a countdown the test thread
-// can wait on with a deadline, and a byte pattern both ends can generate and check.
+// Shared helpers of the runtime, TCP and proxy tests: loopback TCP pairs, a countdown the test
+// thread can wait on with a deadline, a byte pattern both ends can generate and check, and a
+// metric read from a registry.
 #pragma once
 
 #include <chrono>
@@ -8,8 +9,10 @@
 #include <cstdint>
 #include <mutex>
 #include <span>
+#include <string>
 
 #include "lib/common/unique_fd.hh"
+#include "lib/metrics/registry.hh"
 #include "tests/unit/support/net_support.hh"
 
 namespace ferry::runtime::testing {
@@ -38,6 +41,10 @@ using test_support::fill_pattern;
 using test_support::pattern_byte;
 // Offset of the first byte that differs from the pattern, or out.size() when all match.
 std::size_t check_pattern(std::uint64_t seed, std::uint64_t offset, std::span<const std::byte> in);
+
+// The sum of family `name`'s samples that carry every label in `labels`; -1 when none does.
+double metric(const metrics::Registry& registry, const std::string& name,
+              const metrics::Labels& labels = {});
 
 // write()/read() until every byte moved; throw std::system_error on failure or EOF.
 void write_all(int fd, std::span<const std::byte> bytes);

@@ -26,6 +26,7 @@ namespace {
 
 using namespace std::chrono_literals;
 namespace rt = ferry::runtime::testing;
+using rt::metric;
 
 config::ServiceConfig echo_service(const std::string& name, std::uint16_t port = 0) {
   config::ServiceConfig s;
@@ -55,23 +56,6 @@ int worker_threads() {
     if (name.rfind("tcp-", 0) == 0) ++n;
   }
   return n;
-}
-
-double metric(const metrics::Registry& registry, const std::string& name,
-              const metrics::Labels& labels) {
-  for (const metrics::Family& f : registry.snapshot()) {
-    if (f.name != name) continue;
-    for (const metrics::Sample& s : f.samples) {
-      bool match = true;
-      for (const auto& l : labels) {
-        bool found = false;
-        for (const auto& sl : s.labels) found = found || sl == l;
-        match = match && found;
-      }
-      if (match) return s.value;
-    }
-  }
-  return -1;
 }
 
 std::uint16_t port_of(const TcpPlane& plane, const std::string& service) {
