@@ -117,8 +117,12 @@ FastpathPlane::FastpathPlane(boost::asio::io_context& io, metrics::Registry& reg
       xsks_fd_(dup_map_fd(maps.xsks, "xsks")),
       config_tables_(build_config_tables(config, layout_, hooks_)),
       wake_fd_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)),
+      resolve_wait_(io),
       housekeeping_timer_(io) {
   if (!wake_fd_) throw std::system_error(errno, std::generic_category(), "eventfd");
+  int resolve_fd = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (resolve_fd < 0) throw std::system_error(errno, std::generic_category(), "eventfd");
+  resolve_wait_.assign(resolve_fd);
   watch_ = std::make_unique<NextHopWatch>(io_, layout_,
                                           [this](std::shared_ptr<const NextHopTables> next_hops) {
                                             publish(config_tables_, std::move(next_hops));
@@ -140,6 +144,7 @@ FastpathPlane::FastpathPlane(boost::asio::io_context& io, metrics::Registry& reg
     throw;
   }
   watch_->start();
+  arm_resolve_wait();
   next_stale_refresh_ = std::chrono::steady_clock::now() + kStaleRefreshPeriod;
   arm_housekeeping();
   metrics_ = registry.add([this](metrics::SnapshotBuilder& out) { collect(out); });
@@ -156,6 +161,9 @@ FastpathPlane::~FastpathPlane() {
   *alive_ = false;
   housekeeping_timer_.cancel();
   stop_workers();
+  boost::system::error_code ignored;
+  resolve_wait_.cancel(ignored);
+  resolve_wait_.close(ignored);  // after the workers, which write it
   remove_from_xskmap();
   workers_.clear();
   sockets_.clear();
@@ -217,6 +225,7 @@ void FastpathPlane::bind_sockets(const config::XdpConfig& xdp) {
     }
     WorkerOptions options;
     options.queue = layout_.queues[w];
+    options.resolve_wake_fd = resolve_wait_.native_handle();
     auto worker = std::make_unique<Worker>(options, umem_->pool().make_slab(w, workers),
                                            std::move(ports), board_->reader(w));
     // Fill rings first: a socket goes into the XSKMAP only with buffers to receive into.
@@ -330,9 +339,9 @@ void FastpathPlane::publish(std::shared_ptr<const ConfigTables> config,
 }
 
 void FastpathPlane::resolve_backends(const NextHopTables& next_hops) {
-  // A worker that misses a next hop drops the frame (AF_XDP cannot park it the way the kernel
-  // queues packets on an unresolved neighbour), so resolve the backends before traffic needs
-  // them: at start, on reload, and again while one stays unresolved (at most once a second each).
+  // A worker that misses a next hop holds the frame for a while (HoldQueue), but a resolved
+  // backend costs its first datagrams nothing: resolve the backends before traffic needs them, at
+  // start, on reload, and again while one stays unresolved (at most once a second each).
   if (!watch_) return;
   auto now = std::chrono::steady_clock::now();
   for (const config::ServiceConfig& service : config_.services) {
@@ -357,11 +366,29 @@ void FastpathPlane::arm_housekeeping() {
   });
 }
 
-void FastpathPlane::housekeeping() {
+void FastpathPlane::arm_resolve_wait() {
+  resolve_wait_.async_wait(boost::asio::posix::stream_descriptor::wait_read,
+                           [this, alive = alive_](const boost::system::error_code& ec) {
+                             if (ec || !*alive) return;
+                             std::uint64_t wakes = 0;
+                             if (::read(resolve_wait_.native_handle(), &wakes, sizeof(wakes)) < 0) {
+                               // EAGAIN: another reader got it; the queues are drained anyway.
+                             }
+                             drain_resolutions();
+                             arm_resolve_wait();
+                           });
+}
+
+void FastpathPlane::drain_resolutions() {
   auto now = std::chrono::steady_clock::now();
   for (WorkerThread& t : workers_) {
     while (auto key = t.worker->resolution_queue().pop()) watch_->request_resolution(*key, now);
   }
+}
+
+void FastpathPlane::housekeeping() {
+  auto now = std::chrono::steady_clock::now();
+  drain_resolutions();
   board_->reclaim();
   if (now >= next_stale_refresh_) {
     watch_->refresh_stale();

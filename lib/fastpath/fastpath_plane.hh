@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/posix/stream_descriptor.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <chrono>
 #include <cstdint>
@@ -98,6 +99,10 @@ class FastpathPlane {
   void resolve_backends(const NextHopTables& next_hops);
   void housekeeping();
   void arm_housekeeping();
+  // The workers' resolution queues, drained into NTF_USE requests: at a worker's wake (its first
+  // miss of a next hop) and on every housekeeping turn.
+  void drain_resolutions();
+  void arm_resolve_wait();
   void collect(metrics::SnapshotBuilder& out) const;
 
   boost::asio::io_context& io_;
@@ -116,6 +121,8 @@ class FastpathPlane {
   std::vector<WorkerThread> workers_;
   std::atomic<bool> stop_{false};
   UniqueFd wake_fd_;                     // eventfd that wakes sleeping workers to stop
+  // eventfd the workers write when they queue a next hop to resolve (WorkerOptions).
+  boost::asio::posix::stream_descriptor resolve_wait_;
   std::vector<std::uint32_t> map_keys_;  // XSKMAP keys written, for removal
   boost::asio::steady_timer housekeeping_timer_;
   std::chrono::steady_clock::time_point next_stale_refresh_;

@@ -43,6 +43,14 @@ constexpr FamilyHelp kFamilies[] = {
      "Next hops workers found no MAC for, queued for resolution (or lost: queue full).",
      Type::counter},
     {"ferry_xsk_table_swaps_total", "Table generations each worker picked up.", Type::counter},
+    {"ferry_xsk_neighbour_held_total",
+     "Frames held for a next hop whose MAC was being resolved.", Type::counter},
+    {"ferry_xsk_neighbour_released_total",
+     "Held frames sent once their next hop's MAC was published.", Type::counter},
+    {"ferry_xsk_checksums_finished_total",
+     "UDP checksums computed after the rewrite: frames that arrived CHECKSUM_PARTIAL, or UDP over "
+     "IPv6 with 0.",
+     Type::counter},
     {"ferry_xsk_table_generation", "Generation of the tables last published to the workers.",
      Type::gauge},
     {"ferry_xsk_socket_info", "1 per AF_XDP socket, with how it is bound.", Type::gauge},
@@ -123,6 +131,13 @@ void FastpathPlane::collect(metrics::SnapshotBuilder& out) const {
     counter("ferry_xsk_slab_empty_total", wl, c.slab_empty.value());
     counter("ferry_xsk_rejected_frames_total", wl, c.rejected_frames.value());
     counter("ferry_xsk_table_swaps_total", wl, c.snapshot_swaps.value());
+    counter("ferry_xsk_neighbour_held_total", wl, c.neighbour_held.value());
+    counter("ferry_xsk_neighbour_released_total", wl, c.neighbour_released.value());
+    counter("ferry_xsk_checksums_finished_total",
+            {{"worker", name}, {"queue", queue}, {"kind", "partial"}}, c.checksums_partial.value());
+    counter("ferry_xsk_checksums_finished_total",
+            {{"worker", name}, {"queue", queue}, {"kind", "ipv6_zero"}},
+            c.checksums_ipv6_zero.value());
     counter("ferry_xsk_resolution_requests_total",
             {{"worker", name}, {"queue", queue}, {"result", "queued"}},
             c.resolutions_requested.value());

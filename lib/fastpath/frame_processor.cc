@@ -2,6 +2,7 @@
 #include "lib/fastpath/frame_processor.hh"
 
 #include "lib/packet/balance.hh"
+#include "lib/packet/checksum.hh"
 #include "lib/packet/parse.hh"
 #include "lib/packet/reflect.hh"
 #include "lib/packet/route.hh"
@@ -11,27 +12,29 @@ namespace {
 
 using packet::DropReason;
 
-// Next hop on `port` towards `next_hop`: the MAC from the neighbour table, or a miss that is
-// queued for resolution.
+// Next hop on `port` towards `next_hop`: the MAC from the neighbour table, or a miss (egress port
+// and source MAC filled in, so route_via() can hold the frame) whose key goes to `missed` and, the
+// first time, to the resolution queue.
 DropReason resolve_on(const Snapshot& s, std::uint32_t port, packet::IpVersion version,
-                      const std::array<std::uint8_t, 16>& next_hop, MissSink misses,
-                      packet::NextHop& out) noexcept {
+                      const std::array<std::uint8_t, 16>& next_hop, FrameSinks sinks,
+                      NeighbourKey& missed, packet::NextHop& out) noexcept {
+  out.egress_port = port;
+  out.src_mac = s.port_macs[port];
   const packet::MacAddress* mac = s.next_hops->neighbours.find(port, version, next_hop);
   if (!mac) {
-    switch (misses.queue.push(NeighbourKey{port, version, next_hop})) {
+    missed = NeighbourKey{port, version, next_hop};
+    switch (sinks.queue.push(missed)) {
       case Queued::added:
-        misses.counters.resolutions_requested.add();
+        sinks.counters.resolutions_requested.add();
         break;
       case Queued::full:
-        misses.counters.resolution_queue_full.add();
+        sinks.counters.resolution_queue_full.add();
         break;
       case Queued::already_waiting:
         break;
     }
     return DropReason::neighbour_miss;
   }
-  out.egress_port = port;
-  out.src_mac = s.port_macs[port];
   out.dst_mac = *mac;
   return DropReason::none;
 }
@@ -44,20 +47,21 @@ Drop to_drop(DropReason r) {
       return Drop::ttl_expired;
     case DropReason::malformed:
       return Drop::malformed;
-    case DropReason::neighbour_miss:
-      return Drop::neighbour_miss;
     case DropReason::no_route:
       return Drop::no_route;
+    case DropReason::neighbour_miss:  // route_via() holds these: a drop with it is a bug
     case DropReason::none:
       break;
   }
   return Drop::unexpected;
 }
 
-FrameOutcome outcome(const packet::Verdict& v) {
+FrameOutcome outcome(const packet::Verdict& v, const NeighbourKey& missed) {
   switch (v.kind) {
     case packet::VerdictKind::forward:
       return FrameOutcome::to(v.egress_port);
+    case packet::VerdictKind::hold:
+      return FrameOutcome::held(v.egress_port, missed);
     case packet::VerdictKind::drop:
       return FrameOutcome::dropped(to_drop(v.drop_reason));
     case packet::VerdictKind::pass_to_kernel:
@@ -68,23 +72,15 @@ FrameOutcome outcome(const packet::Verdict& v) {
   return FrameOutcome::dropped(Drop::unexpected);
 }
 
-}  // namespace
-
-FrameOutcome process_frame(packet::FrameBytes frame, const Snapshot& s, std::uint32_t ingress_slot,
-                           MissSink misses) noexcept {
-  packet::ParsedPacket p;
-  packet::ParseError err = packet::parse_frame(frame, p);
-  if (err != packet::ParseError::none) {
-    return FrameOutcome::dropped(packet::passes_to_kernel(err) ? Drop::unexpected
-                                                               : Drop::malformed);
-  }
-  if (p.protocol != IPPROTO_UDP) return FrameOutcome::dropped(Drop::unexpected);
-
+// The action for a parsed UDP frame; `missed` gets the next hop a hold waits for.
+FrameOutcome act(packet::FrameBytes frame, packet::ParsedPacket& p, const Snapshot& s,
+                 std::uint32_t ingress_slot, FrameSinks sinks) noexcept {
+  NeighbourKey missed{};
   const ConfigTables& tables = *s.config;
   packet::ServiceMatch match = tables.services.match(p);
   if (match.kind == packet::MatchKind::to_service &&
       match.service->action == packet::ServiceAction::reflect) {
-    return outcome(packet::reflect(frame, p, ingress_slot));
+    return outcome(packet::reflect(frame, p, ingress_slot), missed);
   }
   if (match.kind != packet::MatchKind::none) {
     // Balanced traffic leaves by the kernel's route to the rewritten destination.
@@ -92,9 +88,10 @@ FrameOutcome process_frame(packet::FrameBytes frame, const Snapshot& s, std::uin
       const KernelRoute* r = s.next_hops->routes.lookup(q.dst_address, q.version);
       if (!r) return DropReason::no_route;
       const auto& next_hop = r->gateway ? r->gateway->bytes : q.dst_address;
-      return resolve_on(s, r->port, q.version, next_hop, misses, out);
+      return resolve_on(s, r->port, q.version, next_hop, sinks, missed, out);
     };
-    return outcome(packet::balance(frame, p, tables.services, any_port));
+    packet::Verdict v = packet::balance(frame, p, tables.services, any_port);
+    return outcome(v, missed);
   }
   if (const packet::RouteEntry* route = tables.routes.lookup(p)) {
     // A configured route names the egress port; the kernel's routes on that port say whether the
@@ -103,11 +100,35 @@ FrameOutcome process_frame(packet::FrameBytes frame, const Snapshot& s, std::uin
       const KernelRoute* r =
           s.next_hops->routes.lookup(q.dst_address, q.version, route->egress_port);
       const auto& next_hop = r && r->gateway ? r->gateway->bytes : q.dst_address;
-      return resolve_on(s, route->egress_port, q.version, next_hop, misses, out);
+      return resolve_on(s, route->egress_port, q.version, next_hop, sinks, missed, out);
     };
-    return outcome(packet::route_via(frame, p, via_port));
+    packet::Verdict v = packet::route_via(frame, p, via_port);
+    return outcome(v, missed);
   }
   return FrameOutcome::dropped(Drop::unexpected);
+}
+
+}  // namespace
+
+FrameOutcome process_frame(packet::FrameBytes frame, const Snapshot& s, std::uint32_t ingress_slot,
+                           FrameSinks sinks) noexcept {
+  packet::ParsedPacket p;
+  packet::ParseError err = packet::parse_frame(frame, p);
+  if (err != packet::ParseError::none) {
+    return FrameOutcome::dropped(packet::passes_to_kernel(err) ? Drop::unexpected
+                                                               : Drop::malformed);
+  }
+  if (p.protocol != IPPROTO_UDP) return FrameOutcome::dropped(Drop::unexpected);
+  // Decided on the frame as it came: the signature is the pseudo-header of the original addresses.
+  packet::L4Checksum checksum = packet::classify_l4_checksum(frame, p);
+  FrameOutcome o = act(frame, p, s, ingress_slot, sinks);
+  if (o.fate != Fate::drop && packet::needs_finishing(checksum)) {
+    packet::finish_l4_checksum(frame, p);
+    (checksum == packet::L4Checksum::partial ? sinks.counters.checksums_partial
+                                             : sinks.counters.checksums_ipv6_zero)
+        .add();
+  }
+  return o;
 }
 
 }  // namespace ferry::fastpath

@@ -1,6 +1,7 @@
 // What a worker does with one received frame: parse, match a service (balance or reflect) or a
-// configured route, find the next hop, rewrite in place. Returns where the frame goes or why it
-// is dropped. No allocation, lock, exception, virtual call or std::function.
+// configured route, find the next hop, rewrite in place, finish a partial checksum. Returns where
+// the frame goes, that it waits for its next hop's MAC, or why it is dropped. No allocation, lock,
+// exception, virtual call or std::function.
 #pragma once
 
 #include <cstdint>
@@ -13,19 +14,29 @@
 
 namespace ferry::fastpath {
 
-struct FrameOutcome {
-  bool forward = false;
-  std::uint32_t egress_slot = 0;  // forward: the port slot to transmit on
-  Drop drop = Drop::unexpected;   // !forward: why
+enum class Fate : std::uint8_t {
+  forward,  // send out of egress_slot
+  hold,     // rewritten but for the destination MAC: hold until next_hop resolves, then send
+  drop,     // drop, counted as `drop`
+};
 
-  static FrameOutcome to(std::uint32_t slot) { return {true, slot, Drop::unexpected}; }
-  static FrameOutcome dropped(Drop why) { return {false, 0, why}; }
+struct FrameOutcome {
+  Fate fate = Fate::drop;
+  std::uint32_t egress_slot = 0;  // forward, hold: the port slot to transmit on
+  Drop drop = Drop::unexpected;   // drop: why
+  NeighbourKey next_hop{};        // hold: whose MAC the frame waits for
+
+  static FrameOutcome to(std::uint32_t slot) { return {Fate::forward, slot, Drop::unexpected, {}}; }
+  static FrameOutcome held(std::uint32_t slot, const NeighbourKey& next_hop) {
+    return {Fate::hold, slot, Drop::unexpected, next_hop};
+  }
+  static FrameOutcome dropped(Drop why) { return {Fate::drop, 0, why, {}}; }
   bool operator==(const FrameOutcome&) const = default;
 };
 
-// Where next-hop misses go: the worker's resolution queue and the counters of what happened to
-// the requests.
-struct MissSink {
+// What process_frame reports besides the outcome: next hops to resolve go to the worker's
+// resolution queue, and what happened (requests, finished checksums) to its counters.
+struct FrameSinks {
   ResolutionQueue& queue;
   WorkerCounters& counters;
 };
@@ -33,6 +44,6 @@ struct MissSink {
 // `frame` is rewritten in place when forwarded (and may be partly rewritten when dropped).
 // `ingress_slot` is the slot of the port the frame arrived on (reflect sends it back there).
 FrameOutcome process_frame(packet::FrameBytes frame, const Snapshot& snapshot,
-                           std::uint32_t ingress_slot, MissSink misses) noexcept;
+                           std::uint32_t ingress_slot, FrameSinks sinks) noexcept;
 
 }  // namespace ferry::fastpath

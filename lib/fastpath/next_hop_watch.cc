@@ -33,6 +33,7 @@ NextHopWatch::NextHopWatch(boost::asio::io_context& io, const FastpathLayout& la
   dump_routes();
   dump_neighbours();
   tables_ = build();
+  first_mac_ = false;  // the dump's MACs are in the first tables
 }
 
 NextHopWatch::~NextHopWatch() {
@@ -83,7 +84,8 @@ void NextHopWatch::handle(const nlmsghdr* message) {
   if (n->deleted || !n->mac || !has_usable_mac(n->state)) {
     neighbours_.erase(key);
   } else {
-    neighbours_[key] = {*n->mac, n->state};
+    auto [it, added] = neighbours_.insert_or_assign(key, NeighbourState{*n->mac, n->state});
+    first_mac_ |= added;
   }
 }
 
@@ -120,7 +122,14 @@ void NextHopWatch::on_readable() {
       log::error("fast path: re-reading neighbours failed: {}", e.what());
     }
   }
-  schedule_rebuild();
+  if (first_mac_) {
+    // Frames may be held for this next hop: no coalescing delay (the drain above took the whole
+    // burst already). A pending coalesced rebuild is folded into this one.
+    if (rebuild_pending_) rebuild_timer_.cancel();
+    rebuild();
+  } else {
+    schedule_rebuild();
+  }
 }
 
 void NextHopWatch::schedule_rebuild() {
@@ -129,18 +138,23 @@ void NextHopWatch::schedule_rebuild() {
   rebuild_timer_.expires_after(kCoalesce);
   rebuild_timer_.async_wait([this, alive = alive_](const boost::system::error_code& ec) {
     if (ec || !*alive) return;
-    rebuild_pending_ = false;
-    if (routes_dirty_) {
-      try {
-        dump_routes();
-      } catch (const std::exception& e) {
-        log::error("fast path: re-reading routes failed, keeping the old ones: {}", e.what());
-      }
-    }
-    tables_ = build();
-    ++stats_.rebuilds;
-    publish_(tables_);
+    rebuild();
   });
+}
+
+void NextHopWatch::rebuild() {
+  rebuild_pending_ = false;
+  first_mac_ = false;
+  if (routes_dirty_) {
+    try {
+      dump_routes();
+    } catch (const std::exception& e) {
+      log::error("fast path: re-reading routes failed, keeping the old ones: {}", e.what());
+    }
+  }
+  tables_ = build();
+  ++stats_.rebuilds;
+  publish_(tables_);
 }
 
 void NextHopWatch::drain_request_errors() {

@@ -1,8 +1,9 @@
 // The kernel's view of next hops, kept current on the control thread: routes out of the fast
 // path's interfaces and their neighbours (dumped over rtnetlink, then followed through
 // RTNLGRP_NEIGH / route notifications), turned into NextHopTables for the workers' snapshots.
-// Bursts of changes are coalesced into one rebuild. Also sends the resolution requests
-// (RTM_NEWNEIGH + NTF_USE) for next hops the workers missed.
+// Bursts of changes are coalesced into one rebuild, but for a next hop's first MAC, which is
+// published at once. Also sends the resolution requests (RTM_NEWNEIGH + NTF_USE) for next hops
+// the workers missed.
 #pragma once
 
 #include <boost/asio/io_context.hpp>
@@ -73,6 +74,7 @@ class NextHopWatch {
   void on_readable();
   void arm_read();
   void schedule_rebuild();
+  void rebuild();
   std::shared_ptr<const NextHopTables> build() const;
   void drain_request_errors();
 
@@ -84,6 +86,8 @@ class NextHopWatch {
   boost::asio::steady_timer rebuild_timer_;
   bool rebuild_pending_ = false;
   bool routes_dirty_ = false;
+  // A next hop got its first usable MAC: workers may hold frames for it, so publish at once.
+  bool first_mac_ = false;
   std::vector<KernelRoute> routes_;
   std::map<NeighbourKey, NeighbourState, NeighbourKeyLess> neighbours_;
   std::map<NeighbourKey, std::chrono::steady_clock::time_point, NeighbourKeyLess> requested_;

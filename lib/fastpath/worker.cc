@@ -4,7 +4,10 @@
 #include <poll.h>
 
 #include <algorithm>
+#include <unistd.h>
+
 #include <chrono>
+#include <cstring>
 #include <stdexcept>
 
 #include "lib/packet/bytes.hh"
@@ -47,6 +50,7 @@ bool Worker::poll_once() {
   }
   bool work = false;
   for (std::uint32_t i = 0; i < ports_.size(); ++i) work |= recycle(i);
+  if (!held_.empty()) work |= serve_held(snapshot);
   for (std::uint32_t i = 0; i < ports_.size(); ++i) {
     if (receive(i, snapshot) > 0) {
       work = true;
@@ -71,7 +75,8 @@ std::uint32_t Worker::receive(std::uint32_t port_index, const Snapshot& snapshot
   std::uint32_t dropped_count = 0;
   std::array<std::uint32_t, kDropCount> drops{};
   std::uint64_t bytes = 0;
-  MissSink misses{resolutions_, counters_};
+  std::uint64_t requested = counters_.resolutions_requested.value();
+  FrameSinks sinks{resolutions_, counters_};
   for (std::uint32_t k = 0; k < got.size(); ++k) {
     const xdp_desc d = got[k];
     bytes += d.len;
@@ -81,14 +86,20 @@ std::uint32_t Worker::receive(std::uint32_t port_index, const Snapshot& snapshot
       counters_.rejected_frames.add();
       continue;
     }
-    FrameOutcome o = process_frame(packet::frame_bytes(data, d.len), snapshot, port.slot, misses);
-    if (o.forward) {
+    FrameOutcome o = process_frame(packet::frame_bytes(data, d.len), snapshot, port.slot, sinks);
+    if (o.fate != Fate::drop) {
       std::int8_t egress = o.egress_slot < FERRY_MAX_INTERFACES ? port_of_slot_[o.egress_slot] : -1;
-      if (egress >= 0) {
+      if (egress < 0) {
+        o.drop = Drop::no_tx_queue;
+      } else if (o.fate == Fate::forward) {
         staged_[egress][staged_count_[egress]++] = xdp_desc{d.addr, d.len, 0};
         continue;
+      } else if (held_.hold(o.next_hop, o.egress_slot, d.addr, d.len)) {
+        counters_.neighbour_held.add();
+        continue;
+      } else {
+        o.drop = Drop::neighbour_hold_full;
       }
-      o.drop = Drop::no_tx_queue;
     }
     ++drops[static_cast<std::size_t>(o.drop)];
     dropped[dropped_count++] = d.addr;
@@ -100,7 +111,47 @@ std::uint32_t Worker::receive(std::uint32_t port_index, const Snapshot& snapshot
     if (drops[r]) counters_.drops[r].add(drops[r]);
   }
   free_frames({dropped, dropped_count});
+  if (counters_.resolutions_requested.value() != requested && options_.resolve_wake_fd >= 0) {
+    std::uint64_t one = 1;
+    if (::write(options_.resolve_wake_fd, &one, sizeof(one)) < 0) {
+      // EAGAIN: a wake is pending already; the control thread's housekeeping drains anyway.
+    }
+  }
   return got.size();
+}
+
+void Worker::stage(std::int8_t port_index, std::uint64_t addr, std::uint32_t len) {
+  if (staged_count_[port_index] == kMaxBurst) transmit(port_index);
+  staged_[port_index][staged_count_[port_index]++] = xdp_desc{addr, len, 0};
+}
+
+bool Worker::serve_held(const Snapshot& snapshot) {
+  std::uint32_t moved = 0;
+  if (reader_.generation() != held_checked_generation_) {
+    held_checked_generation_ = reader_.generation();
+    std::uint32_t sent = held_.release(
+        snapshot.next_hops->neighbours, [this](const HoldQueue::Frame& f, const packet::MacAddress& mac) {
+          std::byte* data = slab_.packet(f.addr, f.len);
+          std::memcpy(data, mac.data(), mac.size());  // the rest was rewritten when it was held
+          stage(port_of_slot_[f.egress_slot], f.addr, f.len);
+        });
+    if (sent > 0) {
+      counters_.neighbour_released.add(sent);
+      for (std::uint32_t e = 0; e < ports_.size(); ++e) transmit(e);
+      moved += sent;
+    }
+  }
+  // The clock is read only while frames are held.
+  std::uint64_t expired[HoldQueue::kMaxFrames];
+  std::uint32_t expired_count = 0;
+  held_.expire(std::chrono::steady_clock::now(),
+               [&](const HoldQueue::Frame& f) { expired[expired_count++] = f.addr; });
+  if (expired_count > 0) {
+    counters_.drops[static_cast<std::size_t>(Drop::neighbour_timeout)].add(expired_count);
+    free_frames({expired, expired_count});
+    moved += expired_count;
+  }
+  return moved > 0;
 }
 
 void Worker::transmit(std::uint32_t port_index) {
@@ -184,7 +235,7 @@ std::uint32_t Worker::tx_in_flight() const {
 }
 
 xsk::FrameAccount Worker::account() const {
-  return xsk::account_frames(slab_, rings_, 0);
+  return xsk::account_frames(slab_, rings_, held_.size());
 }
 
 void Worker::run(const std::atomic<bool>& stop, int wake_fd, const std::function<void()>& beat) {
@@ -213,12 +264,19 @@ void Worker::run(const std::atomic<bool>& stop, int wake_fd, const std::function
     bool tx_stuck = tx_in_flight() > 0;
     publish_account();
     counters_.sleeps.add();
-    // A stuck tx ring (link down) is retried every few ms instead of spinning.
-    xsk::wait_for_rx(fds, tx_stuck ? 5 : options_.sleep_timeout_ms);
+    // A stuck tx ring (link down) is retried every few ms instead of spinning; held frames every
+    // millisecond, since a snapshot with their next hop's MAC wakes no poll().
+    int timeout_ms = !held_.empty() ? 1 : tx_stuck ? 5 : options_.sleep_timeout_ms;
+    xsk::wait_for_rx(fds, timeout_ms);
     for (auto& f : fds) f.revents = 0;
     beat();
     last_beat = Clock::now();
   }
+  // Held frames go back to the slab: the worker stops, and nothing will send them.
+  std::uint64_t held[HoldQueue::kMaxFrames];
+  std::uint32_t held_count = 0;
+  held_.clear([&](const HoldQueue::Frame& f) { held[held_count++] = f.addr; });
+  free_frames({held, held_count});
   publish_account();
   reader_.park();
 }

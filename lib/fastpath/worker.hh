@@ -1,6 +1,7 @@
 // One AF_XDP worker: owns one queue index on every fast-path interface (its ports), one slab of
-// the shared UMEM, and its counters. Each loop turn: recycle completions, rx burst per port,
-// process each frame, tx burst on the egress port's socket of the same queue, refill.
+// the shared UMEM, its counters and the frames it holds for unresolved next hops. Each loop turn:
+// recycle completions, send held frames whose next hop resolved, rx burst per port, process each
+// frame, tx burst on the egress port's socket of the same queue, refill.
 #pragma once
 
 #include <linux/if_xdp.h>
@@ -14,6 +15,7 @@
 
 #include "bpf/ferry_shared.h"
 #include "lib/fastpath/frame_processor.hh"
+#include "lib/fastpath/hold_queue.hh"
 #include "lib/fastpath/resolution_queue.hh"
 #include "lib/fastpath/snapshot_board.hh"
 #include "lib/fastpath/worker_counters.hh"
@@ -37,6 +39,10 @@ struct WorkerOptions {
   std::uint32_t burst = 64;             // rx frames per port per turn, <= kMaxBurst
   std::uint32_t idle_spin_turns = 512;  // empty turns before sleeping in poll()
   int sleep_timeout_ms = 100;           // poll() timeout: the heartbeat needs a beat per 250 ms
+  // An eventfd the worker writes when it queues a next hop for resolution (at most once per rx
+  // burst, only for a next hop not already waiting), so the control thread asks the kernel at the
+  // first miss instead of at its next housekeeping turn. -1: none (tests).
+  int resolve_wake_fd = -1;
 };
 
 class Worker {
@@ -71,6 +77,7 @@ class Worker {
   ResolutionQueue& resolution_queue() { return resolutions_; }
   std::uint32_t queue() const { return options_.queue; }
   std::span<const WorkerPort> ports() const { return ports_; }
+  const HoldQueue& held() const { return held_; }
   const xsk::UmemSlab& slab() const { return slab_; }
   std::uint64_t snapshot_generation() const {
     return seen_generation_.load(std::memory_order_relaxed);
@@ -81,6 +88,8 @@ class Worker {
  private:
   std::uint32_t receive(std::uint32_t port_index, const Snapshot& snapshot);
   void transmit(std::uint32_t port_index);
+  void stage(std::int8_t port_index, std::uint64_t addr, std::uint32_t len);
+  bool serve_held(const Snapshot& snapshot);
   bool recycle(std::uint32_t port_index);
   void kick(std::uint32_t port_index);
   void free_frames(std::span<const std::uint64_t> addrs);
@@ -95,6 +104,8 @@ class Worker {
   std::array<std::array<xdp_desc, kMaxBurst>, FERRY_MAX_INTERFACES> staged_{};  // tx, per port
   std::array<std::uint32_t, FERRY_MAX_INTERFACES> staged_count_{};
   ResolutionQueue resolutions_;
+  HoldQueue held_;
+  std::uint64_t held_checked_generation_ = 0;  // the snapshot the held frames were last tried on
   WorkerCounters counters_;
   PublishedAccount published_;
 };

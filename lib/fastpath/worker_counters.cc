@@ -7,8 +7,10 @@ std::string_view to_string(Drop d) {
   switch (d) {
     case Drop::no_backend:
       return "no_backend";
-    case Drop::neighbour_miss:
-      return "neighbour_miss";
+    case Drop::neighbour_hold_full:
+      return "neighbour_hold_full";
+    case Drop::neighbour_timeout:
+      return "neighbour_timeout";
     case Drop::tx_ring_full:
       return "tx_ring_full";
     case Drop::malformed:

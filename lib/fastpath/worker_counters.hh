@@ -16,15 +16,16 @@ namespace ferry::fastpath {
 // Why a worker dropped a frame it received.
 enum class Drop : std::uint8_t {
   no_backend,      // a service of ours with no backend up
-  neighbour_miss,  // no MAC for the next hop yet; resolution was requested
+  neighbour_hold_full,  // no MAC for the next hop yet, and its hold queue (or the worker's) full
   tx_ring_full,    // the egress port's tx ring had no room
   malformed,       // headers the parser refused, or a descriptor outside the worker's slab
   ttl_expired,     // TTL / hop limit <= 1
   no_route,        // no kernel route out of an XDP port to the (rewritten) destination
   unexpected,      // steered to AF_XDP but no service or route of this worker's tables wants it
   no_tx_queue,     // the egress interface has no AF_XDP socket on this worker's queue
+  neighbour_timeout,  // held for a next hop that stayed unresolved for HoldQueue::kTimeout
 };
-inline constexpr std::size_t kDropCount = static_cast<std::size_t>(Drop::no_tx_queue) + 1;
+inline constexpr std::size_t kDropCount = static_cast<std::size_t>(Drop::neighbour_timeout) + 1;
 std::string_view to_string(Drop d);
 
 // Per (worker, port): traffic in and out of one AF_XDP socket.
@@ -46,6 +47,10 @@ struct alignas(64) WorkerCounters {
   metrics::Counter resolutions_requested;  // next hops queued for resolution (once each)
   metrics::Counter resolution_queue_full;  // ... lost because the queue was full
   metrics::Counter snapshot_swaps;         // table generations picked up
+  metrics::Counter neighbour_held;         // frames held for an unresolved next hop
+  metrics::Counter neighbour_released;     // ... sent once its MAC was published
+  metrics::Counter checksums_partial;      // L4 checksums finished: arrived CHECKSUM_PARTIAL
+  metrics::Counter checksums_ipv6_zero;    // ... computed: UDP over IPv6 arrived with 0
   std::array<PortCounters, FERRY_MAX_INTERFACES> ports;  // by the worker's port index
 };
 

@@ -33,15 +33,43 @@ std::uint16_t ipv4_header_checksum(const std::uint8_t* ip, std::uint32_t header_
   return static_cast<std::uint16_t>(~fold_checksum(sum));
 }
 
-std::uint16_t l4_checksum(ConstFrameBytes frame, const ParsedPacket& p) noexcept {
-  bool udp = p.protocol == IPPROTO_UDP;
-  std::uint32_t covered = udp ? p.payload_bytes + kUdpHeaderBytes : p.l4_bytes;
-  const std::uint8_t* l4 = frame.data() + p.l4_offset;
-  std::uint32_t checksum_at = udp ? 6 : 16;
+namespace {
+
+// The L4 length the pseudo-header carries: UDP's length field, TCP's segment length.
+std::uint32_t l4_covered_bytes(const ParsedPacket& p) {
+  return p.protocol == IPPROTO_UDP ? p.payload_bytes + kUdpHeaderBytes : p.l4_bytes;
+}
+
+std::uint64_t pseudo_header_add(const ParsedPacket& p) {
   std::uint64_t sum = ones_complement_add(0, {p.src_address.data(), p.address_bytes()});
   sum = ones_complement_add(sum, {p.dst_address.data(), p.address_bytes()});
-  sum += p.protocol;
-  sum += covered;
+  return sum + p.protocol + l4_covered_bytes(p);
+}
+
+}  // namespace
+
+std::uint16_t pseudo_header_sum(const ParsedPacket& p) noexcept {
+  return fold_checksum(pseudo_header_add(p));
+}
+
+L4Checksum classify_l4_checksum(ConstFrameBytes frame, const ParsedPacket& p) noexcept {
+  std::uint16_t field = load_be16(frame.data() + p.l4_checksum_offset());
+  if (field == 0 && p.protocol == IPPROTO_UDP) {
+    return p.is_v4() ? L4Checksum::none : L4Checksum::ipv6_zero;
+  }
+  return field == pseudo_header_sum(p) ? L4Checksum::partial : L4Checksum::full;
+}
+
+void finish_l4_checksum(FrameBytes frame, const ParsedPacket& p) noexcept {
+  store_be16(frame.data() + p.l4_checksum_offset(), l4_checksum(frame, p));
+}
+
+std::uint16_t l4_checksum(ConstFrameBytes frame, const ParsedPacket& p) noexcept {
+  bool udp = p.protocol == IPPROTO_UDP;
+  std::uint32_t covered = l4_covered_bytes(p);
+  const std::uint8_t* l4 = frame.data() + p.l4_offset;
+  std::uint32_t checksum_at = udp ? 6 : 16;
+  std::uint64_t sum = pseudo_header_add(p);
   sum = ones_complement_add(sum, {l4, checksum_at});
   sum = ones_complement_add(sum, {l4 + checksum_at + 2, covered - checksum_at - 2});
   auto checksum = static_cast<std::uint16_t>(~fold_checksum(sum));

@@ -22,6 +22,36 @@ std::uint16_t ipv4_header_checksum(const std::uint8_t* ip, std::uint32_t header_
 // bytes; a computed 0 is returned as 0xffff, since 0 on the wire means "no checksum" (RFC 768).
 std::uint16_t l4_checksum(ConstFrameBytes frame, const ParsedPacket& p) noexcept;
 
+// What a frame's UDP/TCP checksum field holds on arrival, decided before any rewrite.
+enum class L4Checksum : std::uint8_t {
+  // A complete checksum, right or wrong: the incremental update keeps it exactly as right (or as
+  // wrong) as it came, as a router or a NAT does.
+  full,
+  // The folded pseudo-header sum, not complemented: what a sender with transmit checksum offload
+  // leaves for the NIC to finish (CHECKSUM_PARTIAL). veth and AF_XDP copy mode hand it over as
+  // is, so the frame needs its checksum computed after the rewrite. A corrupt full checksum that
+  // happens to equal the signature (1 in 65,536) is finished too: the documented exception.
+  partial,
+  // UDP over IPv4 with 0: the sender sent no checksum (RFC 768); it stays 0.
+  none,
+  // UDP over IPv6 with 0, which IPv6 forbids but for tunnels (RFC 6935): computed, so ferry never
+  // sends 0 out on IPv6.
+  ipv6_zero,
+};
+
+// The folded, not complemented, pseudo-header sum of the parsed packet (addresses, protocol, L4
+// length): what a CHECKSUM_PARTIAL sender writes into the checksum field.
+std::uint16_t pseudo_header_sum(const ParsedPacket& p) noexcept;
+// Classifies the checksum field of a parsed UDP or TCP packet (see L4Checksum).
+L4Checksum classify_l4_checksum(ConstFrameBytes frame, const ParsedPacket& p) noexcept;
+// Writes the full UDP/TCP checksum for the packet as it is now (p in step with the frame): one
+// pass over the L4 bytes. For partial and ipv6_zero frames, after the rewrite.
+void finish_l4_checksum(FrameBytes frame, const ParsedPacket& p) noexcept;
+// True when the class needs finish_l4_checksum() once the frame is rewritten.
+inline bool needs_finishing(L4Checksum c) {
+  return c == L4Checksum::partial || c == L4Checksum::ipv6_zero;
+}
+
 // RFC 1624 eqn. 3, HC' = ~(~HC + ~m + m'), accumulated over any number of replaced 16-bit words
 // and applied to every checksum that covers them. Gives the same value as a full recomputation
 // (including 0x0000 rather than 0xffff), which the tests check over random rewrites.

@@ -29,14 +29,21 @@ inline bool hop_limit_allows_forward(const ParsedPacket& p) {
 }
 
 // route() with the next hop found by the caller's `resolve`, called as
-// `DropReason resolve(const ParsedPacket& p, NextHop& out)` for p's destination; anything but
-// DropReason::none (neighbour_miss, no_route) drops the frame with that reason. A template so the
-// lookup inlines into the worker loop: no virtual call or std::function per packet.
+// `DropReason resolve(const ParsedPacket& p, NextHop& out)` for p's destination. neighbour_miss
+// means the egress port and source MAC are known (in `out`) but the next hop's MAC is not: the
+// frame is routed all the same (destination MAC left zero) and the verdict is hold, so the caller
+// can send it once the MAC is published. Any other reason (no_route) drops the frame with it. A
+// template so the lookup inlines into the worker loop: no virtual call or std::function per packet.
 template <typename ResolveNextHop>
 Verdict route_via(FrameBytes frame, ParsedPacket& p, ResolveNextHop&& resolve) noexcept {
   if (!hop_limit_allows_forward(p)) return Verdict::drop(DropReason::ttl_expired);
   NextHop hop;
   DropReason miss = std::forward<ResolveNextHop>(resolve)(std::as_const(p), hop);
+  if (miss == DropReason::neighbour_miss) {
+    hop.dst_mac = {};
+    Verdict v = route(frame, p, hop);
+    return v.kind == VerdictKind::forward ? Verdict::hold(v.egress_port) : v;
+  }
   if (miss != DropReason::none) return Verdict::drop(miss);
   return route(frame, p, hop);
 }

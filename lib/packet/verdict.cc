@@ -11,6 +11,8 @@ std::string_view to_string(VerdictKind k) {
       return "drop";
     case VerdictKind::pass_to_kernel:
       return "pass_to_kernel";
+    case VerdictKind::hold:
+      return "hold";
   }
   return "unknown";
 }

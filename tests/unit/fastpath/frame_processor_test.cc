@@ -5,6 +5,7 @@
 
 #include <cstring>
 
+#include "lib/packet/checksum.hh"
 #include "lib/packet/parse.hh"
 #include "tests/unit/fastpath/lab_tables.hh"
 
@@ -135,11 +136,14 @@ TEST_F(FrameProcessorTest, NoBackendUpDropsAsNoBackend) {
   EXPECT_EQ(run(frame), FrameOutcome::dropped(Drop::no_backend));
 }
 
-TEST_F(FrameProcessorTest, NeighbourMissDropsAndQueuesTheNextHopOnce) {
+TEST_F(FrameProcessorTest, NeighbourMissHoldsTheRoutedFrameAndQueuesTheNextHopOnce) {
   snapshot_ = snapshot(config_tables(lab_config()), next_hop_tables(false));
+  NeighbourKey gateway{1, packet::IpVersion::v4, addr("10.2.0.254")};
   for (int i = 0; i < 5; ++i) {
     auto frame = build_frame(routed()).bytes;
-    EXPECT_EQ(run(frame), FrameOutcome::dropped(Drop::neighbour_miss));
+    EXPECT_EQ(run(frame), FrameOutcome::held(1, gateway));
+    EXPECT_EQ(parsed(frame).hop_limit, 63) << "routed already, but for the next hop's MAC";
+    EXPECT_EQ(mac_at(frame, 6), kPort1Mac);
   }
   auto key = queue_.pop();
   ASSERT_TRUE(key.has_value());
@@ -147,6 +151,57 @@ TEST_F(FrameProcessorTest, NeighbourMissDropsAndQueuesTheNextHopOnce) {
   EXPECT_EQ(key->address, addr("10.2.0.254")) << "the gateway is resolved, not the destination";
   EXPECT_FALSE(queue_.pop().has_value()) << "a pending request is not queued twice";
   EXPECT_EQ(counters_.resolutions_requested.value(), 1u);
+}
+
+// What a local stack sends over veth: the pseudo-header sum only (CHECKSUM_PARTIAL).
+void make_partial(std::vector<std::uint8_t>& frame) {
+  packet::ParsedPacket p;
+  ASSERT_EQ(packet::parse_frame({frame.data(), frame.size()}, p), packet::ParseError::none);
+  packet::test::put16(frame, p.l4_checksum_offset(), packet::pseudo_header_sum(p));
+}
+
+TEST_F(FrameProcessorTest, PartialChecksumsAreFinishedOnEveryForwardingPath) {
+  auto to_backend = build_frame(request()).bytes;
+  auto to_client = build_frame(reply()).bytes;
+  auto routed_frame = build_frame(routed()).bytes;
+  for (auto* frame : {&to_backend, &to_client, &routed_frame}) make_partial(*frame);
+  ASSERT_EQ(run(to_backend), FrameOutcome::to(1));
+  ASSERT_EQ(run(to_client, 1), FrameOutcome::to(0));
+  ASSERT_EQ(run(routed_frame), FrameOutcome::to(1));
+  for (auto* frame : {&to_backend, &to_client, &routed_frame}) expect_checksums_valid(*frame);
+  EXPECT_EQ(counters_.checksums_partial.value(), 3u);
+  EXPECT_EQ(counters_.checksums_ipv6_zero.value(), 0u);
+}
+
+TEST_F(FrameProcessorTest, FullChecksumsKeepTheIncrementalUpdateAndWrongOnesStayWrong) {
+  auto good = build_frame(request()).bytes;
+  ASSERT_EQ(run(good), FrameOutcome::to(1));
+  expect_checksums_valid(good);
+  auto bad = build_frame(request()).bytes;
+  packet::ParsedPacket p = parsed(bad);
+  bad[p.l4_checksum_offset()] ^= 0x10;
+  ASSERT_EQ(run(bad), FrameOutcome::to(1));
+  packet::ParsedPacket q = parsed(bad);
+  EXPECT_NE(stored16(bad, q.l4_checksum_offset()), reference_checksums(bad, q).l4);
+  EXPECT_EQ(counters_.checksums_partial.value(), 0u);
+}
+
+TEST_F(FrameProcessorTest, HeldFramesHaveTheirPartialChecksumFinishedAlready) {
+  snapshot_ = snapshot(config_tables(lab_config()), next_hop_tables(false));
+  auto frame = build_frame(request()).bytes;
+  make_partial(frame);
+  ASSERT_EQ(run(frame).fate, Fate::hold);
+  expect_checksums_valid(frame);
+  EXPECT_EQ(counters_.checksums_partial.value(), 1u);
+}
+
+TEST_F(FrameProcessorTest, DroppedPartialFramesAreNotFinished) {
+  auto frame = build_frame(routed(1)).bytes;
+  make_partial(frame);
+  auto before = frame;
+  EXPECT_EQ(run(frame), FrameOutcome::dropped(Drop::ttl_expired));
+  EXPECT_EQ(frame, before);
+  EXPECT_EQ(counters_.checksums_partial.value(), 0u);
 }
 
 TEST_F(FrameProcessorTest, Ipv6RouteWithoutKernelRouteIsOnLinkOnTheViaPort) {

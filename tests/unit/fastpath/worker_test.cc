@@ -4,7 +4,12 @@
 
 #include <gtest/gtest.h>
 
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <set>
+#include <thread>
 
 #include "lib/packet/parse.hh"
 #include "tests/unit/fastpath/fake_port.hh"
@@ -185,6 +190,90 @@ TEST_F(WorkerTest, CompletionsRefillTheirOwnFillRingAndTheSurplusServesTheOtherP
   EXPECT_EQ(worker_->counters().ports[1].tx_packets.value(), 1000u);
   EXPECT_EQ(worker_->account().fill, 2 * kFillTarget);
   EXPECT_EQ(worker_->counters().slab_empty.value(), 0u);
+}
+
+TEST_F(WorkerTest, FramesForAnUnresolvedNextHopAreHeldAndSentOnceItsMacIsPublished) {
+  start();
+  board_->publish(snapshot(config_tables(lab_config()), next_hop_tables(false)));
+  for (std::uint16_t i = 0; i < 40; ++i) receive(0, request(static_cast<std::uint16_t>(6000 + i)));
+  receive(1, reply(), 5);
+  worker_->poll_once();
+  EXPECT_EQ(worker_->held().size(), 45u);
+  EXPECT_EQ(worker_->counters().neighbour_held.value(), 45u);
+  EXPECT_EQ(fakes_[1]->transmit().size(), 0u);
+  EXPECT_EQ(worker_->account().in_hands, 45u) << "held frames are in the worker's hands";
+  expect_conserved();
+  worker_->poll_once();
+  EXPECT_EQ(worker_->held().size(), 45u) << "same tables: still waiting";
+
+  board_->publish(snapshot(config_tables(lab_config()), next_hop_tables()));
+  worker_->poll_once();
+  EXPECT_TRUE(worker_->held().empty());
+  EXPECT_EQ(worker_->counters().neighbour_released.value(), 45u);
+  auto to_backends = fakes_[1]->transmit();
+  auto to_client = fakes_[0]->transmit();
+  ASSERT_EQ(to_backends.size(), 40u);
+  ASSERT_EQ(to_client.size(), 5u);
+  for (std::size_t i = 0; i < to_backends.size(); ++i) {
+    packet::ParsedPacket p;
+    ASSERT_EQ(packet::parse_frame({to_backends[i].data(), to_backends[i].size()}, p),
+              packet::ParseError::none);
+    EXPECT_EQ(p.src_port, 6000 + i) << "sent in arrival order";
+    EXPECT_TRUE(std::equal(kBackendMac.begin(), kBackendMac.end(), to_backends[i].begin()));
+  }
+  EXPECT_TRUE(std::equal(kClientMac.begin(), kClientMac.end(), to_client[0].begin()));
+  EXPECT_EQ(drops(Drop::neighbour_timeout) + drops(Drop::neighbour_hold_full), 0u);
+  worker_->poll_once();
+  expect_conserved();
+}
+
+TEST_F(WorkerTest, HeldFramesBeyondTheNextHopsBoundAreDroppedAsHoldFull) {
+  start();
+  board_->publish(snapshot(config_tables(lab_config()), next_hop_tables(false)));
+  // One next hop (the routed prefix's gateway) and 100 frames: 64 are held.
+  for (int round = 0; round < 2; ++round) {
+    receive(0, routed(), 50);
+    worker_->poll_once();
+  }
+  EXPECT_EQ(worker_->held().size(), HoldQueue::kMaxFramesPerHop);
+  EXPECT_EQ(drops(Drop::neighbour_hold_full), 100u - HoldQueue::kMaxFramesPerHop);
+  expect_conserved();
+}
+
+TEST_F(WorkerTest, HeldFramesOfANextHopThatNeverResolvesAreDroppedAfterTheTimeout) {
+  start();
+  board_->publish(snapshot(config_tables(lab_config()), next_hop_tables(false)));
+  receive(0, routed(), 10);
+  worker_->poll_once();
+  worker_->poll_once();  // the first check after the hold starts its clock
+  ASSERT_EQ(worker_->held().size(), 10u);
+  auto deadline = std::chrono::steady_clock::now() + HoldQueue::kTimeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // the timeout is the behaviour
+  }
+  worker_->poll_once();
+  EXPECT_TRUE(worker_->held().empty());
+  EXPECT_EQ(drops(Drop::neighbour_timeout), 10u);
+  worker_->poll_once();
+  expect_conserved();
+  EXPECT_EQ(worker_->account().in_hands, 0u);
+}
+
+TEST_F(WorkerTest, FirstMissOfANextHopWakesTheControlThreadOnce) {
+  int wake = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  ASSERT_GE(wake, 0);
+  options_.resolve_wake_fd = wake;
+  start();
+  board_->publish(snapshot(config_tables(lab_config()), next_hop_tables(false)));
+  receive(0, routed(), 5);
+  worker_->poll_once();
+  std::uint64_t wakes = 0;
+  ASSERT_EQ(::read(wake, &wakes, sizeof(wakes)), static_cast<ssize_t>(sizeof(wakes)));
+  EXPECT_EQ(wakes, 1u);
+  receive(0, routed(), 5);
+  worker_->poll_once();
+  EXPECT_LT(::read(wake, &wakes, sizeof(wakes)), 0) << "the next hop is already queued";
+  ::close(wake);
 }
 
 TEST_F(WorkerTest, RunBeatsWhileIdleAndStopsOnRequest) {

@@ -112,14 +112,30 @@ TEST(Route, TtlOneOrZeroIsDroppedUntouched) {
   expect_checksums_valid(f, "ttl 2 -> 1");
 }
 
-TEST(Route, ViaResolverReportsTheCallersMissReason) {
+TEST(Route, ViaResolverReportsTheCallersDropReason) {
   auto f = test::kUdp4;
   ParsedPacket p;
   ASSERT_EQ(parse_frame(f, p), ParseError::none);
-  auto miss = [](const ParsedPacket&, NextHop&) { return DropReason::neighbour_miss; };
-  EXPECT_EQ(route_via(f, p, miss), Verdict::drop(DropReason::neighbour_miss));
+  auto no_route = [](const ParsedPacket&, NextHop&) { return DropReason::no_route; };
+  EXPECT_EQ(route_via(f, p, no_route), Verdict::drop(DropReason::no_route));
   EXPECT_EQ(f, test::kUdp4);
   EXPECT_EQ(route_via(f, p, resolve_to_hop), Verdict::forward(3));
+}
+
+TEST(Route, NeighbourMissRoutesTheFrameButForItsDestinationMacAndHoldsIt) {
+  auto f = test::kUdp4;
+  ParsedPacket p;
+  ASSERT_EQ(parse_frame(f, p), ParseError::none);
+  std::uint8_t ttl = p.hop_limit;
+  auto miss = [](const ParsedPacket&, NextHop& out) {
+    out = kHop;  // the resolver knows the port and its MAC, not the next hop's
+    return DropReason::neighbour_miss;
+  };
+  EXPECT_EQ(route_via(f, p, miss), Verdict::hold(3));
+  EXPECT_EQ(p.hop_limit, ttl - 1);
+  EXPECT_EQ(MacAddress(), (MacAddress{f[0], f[1], f[2], f[3], f[4], f[5]}));
+  EXPECT_EQ(kHop.src_mac, (MacAddress{f[6], f[7], f[8], f[9], f[10], f[11]}));
+  expect_checksums_valid(f, "held");
 }
 
 TEST(Route, RefusesAFrameShorterThanItsParse) {
@@ -269,7 +285,7 @@ TEST(Balance, TtlExpiredDropsBeforeRewriting) {
   EXPECT_EQ(f, original);
 }
 
-TEST(Balance, NeighbourMissAfterRewriteIsTheCallersReason) {
+TEST(Balance, NeighbourMissAfterRewriteHoldsTheRewrittenFrame) {
   std::vector<config::ServiceConfig> configs = {service("dns", "10.0.0.10", 53, {"10.0.1.2:53"})};
   ServiceTable table = build_service_table(configs);
   auto f = test::kUdp4;
@@ -280,8 +296,9 @@ TEST(Balance, NeighbourMissAfterRewriteIsTheCallersReason) {
     asked_for = q.destination_ip();
     return DropReason::neighbour_miss;
   };
-  EXPECT_EQ(balance(f, p, table, miss), Verdict::drop(DropReason::neighbour_miss));
+  EXPECT_EQ(balance(f, p, table, miss), Verdict::hold(0));
   EXPECT_EQ(asked_for.to_string(), "10.0.1.2");  // the lookup is for the backend, not the VIP
+  EXPECT_EQ(p.destination_ip().to_string(), "10.0.1.2");
 }
 
 TEST(Reflect, SwapsEverythingAndChecksumsStayValid) {

@@ -1,0 +1,124 @@
+// Frames a worker holds while their next hop's MAC is being resolved, as the kernel queues packets
+// on an unresolved neighbour: bounded per next hop and per worker, sent in arrival order once a
+// snapshot carries the MAC, dropped when the next hop stays unresolved for kTimeout. Owned by one
+// worker: no atomics, no allocation.
+#pragma once
+
+#include <array>
+#include <chrono>
+#include <cstdint>
+
+#include "lib/fastpath/neighbour_table.hh"
+
+namespace ferry::fastpath {
+
+class HoldQueue {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  static constexpr std::uint32_t kMaxFrames = 256;  // per worker
+  static constexpr std::uint32_t kMaxHops = 64;     // next hops waiting at once
+  // Per next hop, like the kernel's unresolved queue (neigh.*.unres_qlen_bytes, 64 KiB).
+  static constexpr std::uint32_t kMaxFramesPerHop = 64;
+  static constexpr std::uint32_t kMaxBytesPerHop = 64 * 1024;
+  // A next hop that answers ARP / ND does so within a round trip; the kernel declares one FAILED
+  // only after about 3 s of probes, and a held datagram older than a second is worth little.
+  static constexpr std::chrono::milliseconds kTimeout{1000};
+
+  struct Frame {
+    std::uint64_t addr = 0;  // UMEM address
+    std::uint32_t len = 0;
+    std::uint32_t egress_slot = 0;
+    std::uint32_t hop = 0;  // index into hops_
+  };
+
+  // Keeps the frame (already rewritten but for its destination MAC) until `next_hop` resolves.
+  // False when a bound is reached: the caller drops it.
+  bool hold(const NeighbourKey& next_hop, std::uint32_t egress_slot, std::uint64_t addr,
+            std::uint32_t len) noexcept;
+
+  bool empty() const { return frame_count_ == 0; }
+  std::uint32_t size() const { return frame_count_; }
+  std::uint32_t hops_waiting() const;
+
+  // Calls send(const Frame&, const packet::MacAddress&) for every frame whose next hop
+  // `neighbours` resolves, in arrival order, and forgets them. Returns how many were sent.
+  template <typename Send>
+  std::uint32_t release(const NeighbourTable& neighbours, Send&& send) {
+    std::array<const packet::MacAddress*, kMaxHops> macs{};
+    bool any = false;
+    for (std::uint32_t h = 0; h < kMaxHops; ++h) {
+      if (hops_[h].frames == 0) continue;
+      const NeighbourKey& k = hops_[h].key;
+      macs[h] = neighbours.find(k.port, k.version, k.address);
+      any |= macs[h] != nullptr;
+    }
+    if (!any) return 0;
+    return remove_if([&](const Frame& f) { return macs[f.hop] != nullptr; },
+                     [&](const Frame& f) { send(f, *macs[f.hop]); });
+  }
+
+  // Calls drop(const Frame&) for the frames of every next hop first seen waiting kTimeout or more
+  // before `now`; a next hop's clock starts at the first call that sees it, so the worker reads
+  // the clock only while it holds frames, never per frame. Returns how many were dropped.
+  template <typename Drop>
+  std::uint32_t expire(Clock::time_point now, Drop&& drop) {
+    std::array<bool, kMaxHops> expired{};
+    bool any = false;
+    for (std::uint32_t h = 0; h < kMaxHops; ++h) {
+      Hop& hop = hops_[h];
+      if (hop.frames == 0) continue;
+      if (!hop.timed) {
+        hop.since = now;
+        hop.timed = true;
+      } else if (now - hop.since >= kTimeout) {
+        expired[h] = true;
+        any = true;
+      }
+    }
+    if (!any) return 0;
+    return remove_if([&](const Frame& f) { return expired[f.hop]; }, drop);
+  }
+
+  // Hands every held frame to drop(const Frame&) (the worker stops).
+  template <typename Drop>
+  std::uint32_t clear(Drop&& drop) {
+    return remove_if([](const Frame&) { return true; }, drop);
+  }
+
+ private:
+  struct Hop {
+    NeighbourKey key{};
+    std::uint32_t frames = 0;  // 0: the slot is free
+    std::uint32_t bytes = 0;
+    Clock::time_point since{};
+    bool timed = false;
+  };
+
+  // Hands the frames `pick` selects to `take` in arrival order and keeps the others in theirs.
+  template <typename Pick, typename Take>
+  std::uint32_t remove_if(Pick&& pick, Take&& take) {
+    std::uint32_t kept = 0;
+    for (std::uint32_t i = 0; i < frame_count_; ++i) {
+      const Frame f = frames_[i];
+      if (pick(f)) {
+        Hop& hop = hops_[f.hop];
+        --hop.frames;
+        hop.bytes -= f.len;
+        if (hop.frames == 0) hop = Hop{};
+        take(f);
+      } else {
+        frames_[kept++] = f;
+      }
+    }
+    std::uint32_t removed = frame_count_ - kept;
+    frame_count_ = kept;
+    return removed;
+  }
+
+  std::array<Hop, kMaxHops> hops_{};
+  std::array<Frame, kMaxFrames> frames_{};
+  std::uint32_t frame_count_ = 0;
+};
+
+}  // namespace ferry::fastpath

@@ -1,0 +1,107 @@
+// HoldQueue: frames wait per next hop within their bounds, leave in arrival order once a table
+// has the MAC, and are dropped after the timeout; every frame held is accounted for once.
+#include "lib/fastpath/hold_queue.hh"
+
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "tests/unit/fastpath/lab_tables.hh"
+
+namespace ferry::fastpath {
+namespace {
+
+using namespace test;
+
+NeighbourKey hop(std::uint8_t last) {
+  return {1, packet::IpVersion::v4, {10, 2, 0, last}};
+}
+
+NeighbourTable table_with(std::vector<NeighbourKey> keys) {
+  std::vector<Neighbour> n;
+  for (const NeighbourKey& k : keys) n.push_back({k, kBackendMac});
+  return NeighbourTable(n);
+}
+
+TEST(HoldQueue, ReleasesInArrivalOrderOnlyTheResolvedNextHop) {
+  HoldQueue q;
+  for (std::uint64_t i = 0; i < 6; ++i) ASSERT_TRUE(q.hold(hop(i % 2 ? 3 : 2), 1, i * 4096, 100));
+  EXPECT_EQ(q.size(), 6u);
+  EXPECT_EQ(q.hops_waiting(), 2u);
+  std::vector<std::uint64_t> sent;
+  EXPECT_EQ(q.release(table_with({}), [&](const HoldQueue::Frame& f, const packet::MacAddress&) {
+              sent.push_back(f.addr);
+            }),
+            0u);
+  EXPECT_EQ(q.release(table_with({hop(2)}),
+                      [&](const HoldQueue::Frame& f, const packet::MacAddress& mac) {
+                        EXPECT_EQ(mac, kBackendMac);
+                        EXPECT_EQ(f.egress_slot, 1u);
+                        sent.push_back(f.addr);
+                      }),
+            3u);
+  EXPECT_EQ(sent, (std::vector<std::uint64_t>{0, 2 * 4096, 4 * 4096}));
+  EXPECT_EQ(q.size(), 3u);
+  EXPECT_EQ(q.hops_waiting(), 1u);
+}
+
+TEST(HoldQueue, BoundsPerNextHopByFramesAndBytesAndPerWorker) {
+  HoldQueue q;
+  std::uint64_t addr = 0;
+  for (std::uint32_t i = 0; i < HoldQueue::kMaxFramesPerHop; ++i) {
+    ASSERT_TRUE(q.hold(hop(2), 1, addr++, 64));
+  }
+  EXPECT_FALSE(q.hold(hop(2), 1, addr++, 64)) << "64 frames per next hop";
+  // 64 KiB per next hop: 16 frames of 4 KiB.
+  for (int i = 0; i < 16; ++i) ASSERT_TRUE(q.hold(hop(3), 1, addr++, 4096));
+  EXPECT_FALSE(q.hold(hop(3), 1, addr++, 1)) << "64 KiB per next hop";
+  // The worker's bound: 256 frames over all next hops.
+  std::uint8_t h = 10;
+  while (q.size() < HoldQueue::kMaxFrames) {
+    for (std::uint32_t i = 0; i < 50 && q.size() < HoldQueue::kMaxFrames; ++i) {
+      ASSERT_TRUE(q.hold(hop(h), 1, addr++, 64));
+    }
+    ++h;
+  }
+  EXPECT_FALSE(q.hold(hop(200), 1, addr++, 64)) << "256 frames per worker";
+}
+
+TEST(HoldQueue, BoundsTheNextHopsWaitingAtOnce) {
+  HoldQueue q;
+  for (std::uint32_t i = 0; i < HoldQueue::kMaxHops; ++i) {
+    ASSERT_TRUE(q.hold(hop(static_cast<std::uint8_t>(i)), 1, i, 64));
+  }
+  EXPECT_FALSE(q.hold(hop(250), 1, 1000, 64));
+  EXPECT_TRUE(q.hold(hop(0), 1, 1001, 64)) << "a next hop already waiting still takes frames";
+}
+
+TEST(HoldQueue, ExpiresANextHopAfterTheTimeoutFromTheFirstCheckThatSawIt) {
+  HoldQueue q;
+  auto t0 = HoldQueue::Clock::time_point{} + std::chrono::hours(1);
+  ASSERT_TRUE(q.hold(hop(2), 1, 0, 64));
+  std::vector<std::uint64_t> dropped;
+  auto drop = [&](const HoldQueue::Frame& f) { dropped.push_back(f.addr); };
+  EXPECT_EQ(q.expire(t0, drop), 0u) << "starts the clock";
+  ASSERT_TRUE(q.hold(hop(3), 1, 4096, 64));
+  EXPECT_EQ(q.expire(t0 + std::chrono::milliseconds(500), drop), 0u);
+  ASSERT_TRUE(q.hold(hop(2), 1, 8192, 64));
+  EXPECT_EQ(q.expire(t0 + HoldQueue::kTimeout, drop), 2u);
+  EXPECT_EQ(dropped, (std::vector<std::uint64_t>{0, 8192}));
+  EXPECT_EQ(q.size(), 1u);
+  EXPECT_EQ(q.expire(t0 + std::chrono::milliseconds(500) + HoldQueue::kTimeout, drop), 1u);
+  EXPECT_TRUE(q.empty());
+  EXPECT_EQ(q.hops_waiting(), 0u);
+  EXPECT_TRUE(q.hold(hop(2), 1, 0, 64)) << "the slots are free again";
+}
+
+TEST(HoldQueue, ClearHandsBackEveryFrame) {
+  HoldQueue q;
+  for (std::uint64_t i = 0; i < 10; ++i) ASSERT_TRUE(q.hold(hop(i % 3), 1, i, 64));
+  std::uint32_t n = 0;
+  EXPECT_EQ(q.clear([&](const HoldQueue::Frame&) { ++n; }), 10u);
+  EXPECT_EQ(n, 10u);
+  EXPECT_TRUE(q.empty());
+}
+
+}  // namespace
+}  // namespace ferry::fastpath
