@@ -5,7 +5,7 @@ namespace ferry::fastpath {
 
 bool HoldQueue::hold(const NeighbourKey& next_hop, std::uint32_t egress_slot, std::uint64_t addr,
                      std::uint32_t len) noexcept {
-  if (frame_count_ == kMaxFrames) return false;
+  if (frame_count_ >= max_frames_) return false;
   // A linear scan over at most kMaxHops keys, only for frames that missed their next hop.
   std::uint32_t free_slot = kMaxHops;
   std::uint32_t h = 0;
@@ -22,7 +22,7 @@ bool HoldQueue::hold(const NeighbourKey& next_hop, std::uint32_t egress_slot, st
     hops_[h] = Hop{next_hop, 0, 0, {}, false};
   }
   Hop& hop = hops_[h];
-  if (hop.frames == kMaxFramesPerHop || hop.bytes + len > kMaxBytesPerHop) return false;
+  if (hop.bytes + len > kMaxBytesPerHop) return false;
   ++hop.frames;
   hop.bytes += len;
   frames_[frame_count_++] = Frame{addr, len, egress_slot, h};

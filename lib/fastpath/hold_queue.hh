@@ -1,5 +1,6 @@
 // Frames a worker holds while their next hop's MAC is being resolved, as the kernel queues packets
-// on an unresolved neighbour: bounded per next hop and per worker, sent in arrival order once a
+// on an unresolved neighbour: bounded per next hop (bytes, as the kernel's unres_qlen_bytes) and
+// per worker (frames, which are UMEM frames taken from its slab), sent in arrival order once a
 // snapshot carries the MAC, dropped when the next hop stays unresolved for kTimeout. Owned by one
 // worker: no atomics, no allocation.
 #pragma once
@@ -16,10 +17,12 @@ class HoldQueue {
  public:
   using Clock = std::chrono::steady_clock;
 
-  static constexpr std::uint32_t kMaxFrames = 256;  // per worker
-  static constexpr std::uint32_t kMaxHops = 64;     // next hops waiting at once
-  // Per next hop, like the kernel's unresolved queue (neigh.*.unres_qlen_bytes, 64 KiB).
-  static constexpr std::uint32_t kMaxFramesPerHop = 64;
+  // Per worker at most; a worker with a small slab holds at most a quarter of it (for_slab()).
+  static constexpr std::uint32_t kMaxFrames = 512;
+  static constexpr std::uint32_t kMaxHops = 64;  // next hops waiting at once
+  // Per next hop, in bytes of the frames held, like the kernel's unresolved queue: a burst of small
+  // datagrams (600 DNS answers are 60 KB) fits while the next hop resolves, which takes a few ms on
+  // a loaded host; 64 full-size frames fill it.
   static constexpr std::uint32_t kMaxBytesPerHop = 64 * 1024;
   // A next hop that answers ARP / ND does so within a round trip; the kernel declares one FAILED
   // only after about 3 s of probes, and a held datagram older than a second is worth little.
@@ -31,6 +34,14 @@ class HoldQueue {
     std::uint32_t egress_slot = 0;
     std::uint32_t hop = 0;  // index into hops_
   };
+
+  // Holds at most `max_frames` (<= kMaxFrames) frames at once.
+  explicit HoldQueue(std::uint32_t max_frames = kMaxFrames)
+      : max_frames_(max_frames < kMaxFrames ? max_frames : kMaxFrames) {}
+  // The bound for a worker whose slab has `slab_frames`: a quarter of it, at most kMaxFrames, so
+  // an unresolved next hop never starves the fill rings.
+  static std::uint32_t for_slab(std::uint32_t slab_frames) { return slab_frames / 4; }
+  std::uint32_t max_frames() const { return max_frames_; }
 
   // Keeps the frame (already rewritten but for its destination MAC) until `next_hop` resolves.
   // False when a bound is reached: the caller drops it.
@@ -119,6 +130,7 @@ class HoldQueue {
   std::array<Hop, kMaxHops> hops_{};
   std::array<Frame, kMaxFrames> frames_{};
   std::uint32_t frame_count_ = 0;
+  std::uint32_t max_frames_;
 };
 
 }  // namespace ferry::fastpath

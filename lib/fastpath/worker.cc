@@ -18,7 +18,11 @@ namespace ferry::fastpath {
 
 Worker::Worker(const WorkerOptions& options, xsk::UmemSlab slab, std::vector<WorkerPort> ports,
                SnapshotBoard::Reader reader)
-    : options_(options), slab_(std::move(slab)), ports_(std::move(ports)), reader_(reader) {
+    : options_(options),
+      slab_(std::move(slab)),
+      ports_(std::move(ports)),
+      reader_(reader),
+      held_(HoldQueue::for_slab(slab_.frame_count())) {
   if (options_.burst == 0 || options_.burst > kMaxBurst) {
     throw std::invalid_argument("worker burst must be 1.." + std::to_string(kMaxBurst));
   }

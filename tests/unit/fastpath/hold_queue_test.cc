@@ -45,25 +45,31 @@ TEST(HoldQueue, ReleasesInArrivalOrderOnlyTheResolvedNextHop) {
   EXPECT_EQ(q.hops_waiting(), 1u);
 }
 
-TEST(HoldQueue, BoundsPerNextHopByFramesAndBytesAndPerWorker) {
+TEST(HoldQueue, BoundsPerNextHopByBytesAndPerWorkerByFrames) {
   HoldQueue q;
   std::uint64_t addr = 0;
-  for (std::uint32_t i = 0; i < HoldQueue::kMaxFramesPerHop; ++i) {
-    ASSERT_TRUE(q.hold(hop(2), 1, addr++, 64));
-  }
-  EXPECT_FALSE(q.hold(hop(2), 1, addr++, 64)) << "64 frames per next hop";
-  // 64 KiB per next hop: 16 frames of 4 KiB.
+  // 64 KiB per next hop: 16 frames of 4 KiB, or 640 DNS answers of 100 bytes.
   for (int i = 0; i < 16; ++i) ASSERT_TRUE(q.hold(hop(3), 1, addr++, 4096));
   EXPECT_FALSE(q.hold(hop(3), 1, addr++, 1)) << "64 KiB per next hop";
-  // The worker's bound: 256 frames over all next hops.
+  EXPECT_TRUE(q.hold(hop(4), 1, addr++, 4096)) << "another next hop has its own bound";
+  // The worker's bound: 512 frames over all next hops.
   std::uint8_t h = 10;
   while (q.size() < HoldQueue::kMaxFrames) {
-    for (std::uint32_t i = 0; i < 50 && q.size() < HoldQueue::kMaxFrames; ++i) {
-      ASSERT_TRUE(q.hold(hop(h), 1, addr++, 64));
+    for (std::uint32_t i = 0; i < 100 && q.size() < HoldQueue::kMaxFrames; ++i) {
+      ASSERT_TRUE(q.hold(hop(h), 1, addr++, 100));
     }
     ++h;
   }
-  EXPECT_FALSE(q.hold(hop(200), 1, addr++, 64)) << "256 frames per worker";
+  EXPECT_FALSE(q.hold(hop(200), 1, addr++, 64)) << "512 frames per worker";
+  EXPECT_FALSE(q.hold(hop(10), 1, addr++, 64));
+}
+
+TEST(HoldQueue, AWorkerWithASmallSlabHoldsAQuarterOfIt) {
+  EXPECT_EQ(HoldQueue::for_slab(512), 128u);
+  EXPECT_EQ(HoldQueue(HoldQueue::for_slab(8192)).max_frames(), HoldQueue::kMaxFrames);
+  HoldQueue q(HoldQueue::for_slab(512));
+  for (std::uint64_t i = 0; i < 128; ++i) ASSERT_TRUE(q.hold(hop(2), 1, i, 100));
+  EXPECT_FALSE(q.hold(hop(2), 1, 128, 100));
 }
 
 TEST(HoldQueue, BoundsTheNextHopsWaitingAtOnce) {

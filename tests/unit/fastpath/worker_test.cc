@@ -227,16 +227,17 @@ TEST_F(WorkerTest, FramesForAnUnresolvedNextHopAreHeldAndSentOnceItsMacIsPublish
   expect_conserved();
 }
 
-TEST_F(WorkerTest, HeldFramesBeyondTheNextHopsBoundAreDroppedAsHoldFull) {
+TEST_F(WorkerTest, HeldFramesBeyondTheWorkersBoundAreDroppedAsHoldFull) {
   start();
   board_->publish(snapshot(config_tables(lab_config()), next_hop_tables(false)));
-  // One next hop (the routed prefix's gateway) and 100 frames: 64 are held.
-  for (int round = 0; round < 2; ++round) {
+  // One next hop (the routed prefix's gateway) and 200 small frames: a quarter of the 512-frame
+  // slab, 128, are held.
+  for (int round = 0; round < 4; ++round) {
     receive(0, routed(), 50);
     worker_->poll_once();
   }
-  EXPECT_EQ(worker_->held().size(), HoldQueue::kMaxFramesPerHop);
-  EXPECT_EQ(drops(Drop::neighbour_hold_full), 100u - HoldQueue::kMaxFramesPerHop);
+  EXPECT_EQ(worker_->held().size(), kSlabFrames / 4);
+  EXPECT_EQ(drops(Drop::neighbour_hold_full), 200u - kSlabFrames / 4);
   expect_conserved();
 }
 
