@@ -13,7 +13,8 @@ PACKAGES := g++ pkg-config meson ninja-build clang llvm bpftool \
 	libbpf-dev libxdp-dev liburing-dev libboost-dev nlohmann-json3-dev libsystemd-dev libfmt-dev \
 	libgtest-dev libgmock-dev libbenchmark-dev libfuzzer-14-dev \
 	python3 iproute2 iputils-ping util-linux procps prometheus netsniff-ng \
-	debhelper dpkg-dev fakeroot lintian systemd strace man-db python3-matplotlib
+	debhelper dpkg-dev fakeroot lintian systemd strace man-db python3-matplotlib \
+	dnsmasq-base bind9-dnsutils dnsperf nftables
 
 .PHONY: all deps build build-asan build-fuzz build-tsan test test-unit fuzz demo package clean
 

@@ -1,10 +1,14 @@
 """The fast path's netns lab, shared by the test_fastpath*.py tests: client -- ferry gateway (two
-2-queue veth ports) -- backends (3 UDP echo addresses and a routed sink), the helper scripts that
-run inside the namespaces, and readers for ferryd's fast-path metrics."""
+2-queue veth ports) -- backends (3 UDP echo addresses and a routed sink), the senders' veths with
+veth's default offloads unless a test asks for the full-checksum variant, the helper scripts that
+run inside the namespaces, and readers for ferryd's fast-path metrics and the receivers' UDP
+counters."""
 import contextlib
 import ctypes
 import json
 import os
+import socket
+import struct
 import subprocess
 
 from harness import base_config, check_eq, ok, wait_until
@@ -20,16 +24,37 @@ SINK = "10.10.3.5"
 SINK_PORT = 9999
 ROUTED_PREFIX = "10.10.3.0/24"
 
-# veth from the local stack hands AF_XDP frames whose UDP checksum is only the pseudo-header sum
-# (CHECKSUM_PARTIAL): the senders compute full checksums instead, as a real NIC's peer would
-# deliver them. SIOCETHTOOL/ETHTOOL_STXCSUM, so the test needs no ethtool binary.
-TX_CSUM_OFF = r"""
+# Transmit checksum offload of one interface (SIOCETHTOOL, so the test needs no ethtool binary):
+# `TX_CSUM ifname off` turns it off (ETHTOOL_STXCSUM) first; either way it prints the state after
+# (ETHTOOL_GTXCSUM, 1 = on). A veth keeps it on by default: UDP its local stack sends carries only
+# the pseudo-header sum (CHECKSUM_PARTIAL), which is what containers, pods, VMs and local backends
+# send. Lab(tx_checksum_offload=False) turns it off on the senders, so their frames carry full
+# checksums, as frames from a real NIC do.
+TX_CSUM = r"""
 import ctypes, fcntl, socket, struct, sys
-buf = ctypes.create_string_buffer(struct.pack("II", 0x17, 0))
-ifr = struct.pack("16sP", sys.argv[1].encode(), ctypes.addressof(buf)).ljust(40, b"\0")
-with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-    fcntl.ioctl(s.fileno(), 0x8946, ifr)
+def ethtool(cmd, value=0):
+    buf = ctypes.create_string_buffer(struct.pack("II", cmd, value))
+    ifr = struct.pack("16sP", sys.argv[1].encode(), ctypes.addressof(buf)).ljust(40, b"\0")
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        fcntl.ioctl(s.fileno(), 0x8946, ifr)
+    return struct.unpack("II", buf.raw[:8])[1]
+if sys.argv[2:] == ["off"]:
+    ethtool(0x17, 0)
+print(ethtool(0x16))
 """
+
+
+def partial_udp_checksum(src, dst, udp_length):
+    """What a local stack's UDP socket leaves in the checksum field of a datagram it sends over a
+    veth with transmit checksum offload on (CHECKSUM_PARTIAL): the folded, not complemented,
+    ones'-complement sum of the IPv4 pseudo header. It does not depend on the ports or the
+    payload, so a generator (trafgen's udp(csum=...)) can write the same constant."""
+    words = struct.unpack("!4H", socket.inet_aton(src) + socket.inet_aton(dst))
+    total = sum(words) + socket.IPPROTO_UDP + udp_length
+    while total >> 16:
+        total = (total & 0xFFFF) + (total >> 16)
+    return total
+
 
 # Echo servers on every backend address; logs "backend client_ip client_port payload-head".
 # Datagrams starting with "blast" are only received: a flood is counted at the interface, and
@@ -55,8 +80,8 @@ while True:
         s.sendto(data, peer)
 """
 
-# One request/reply per flow and round; a lost one is sent again (the first packets towards a
-# next hop the gateway has not resolved yet are dropped while it resolves).
+# One request/reply per flow and round; a lost one is sent again after 0.3 s (counted: ferry holds
+# frames for a next hop it is resolving, so in a healthy lab none is).
 CLIENT_SCRIPT = r"""
 import json, socket, sys
 vip, port, flows, rounds, base, tag = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), sys.argv[6]
@@ -129,9 +154,13 @@ class Lab:
 
     mtu: of c0 and g0 (for frames larger than a UMEM frame); static_neighbours: every neighbour
     entry PERMANENT, so no ARP crosses the lab and the XDP `pass` counter moves only with the
-    frames a test sends."""
+    frames a test sends; tx_checksum_offload: True (the default, and what real traffic is) leaves
+    the senders' veths (c0, b0) as veth comes, so their local stacks send UDP with only the
+    pseudo-header sum in the checksum field (CHECKSUM_PARTIAL); False turns the offload off on
+    them, the variant that stands for traffic from a real NIC (full checksums)."""
 
-    def __init__(self, mtu=None, static_neighbours=False):
+    def __init__(self, mtu=None, static_neighbours=False, tx_checksum_offload=True):
+        self.tx_checksum_offload = tx_checksum_offload
         self.spaces = []
         self.procs = []
         self.echo_log = None
@@ -153,8 +182,8 @@ class Lab:
             # The routed prefix leaves g1 through a gateway: ferry must use the kernel's next hop.
             self.gw.ip("route", "add", ROUTED_PREFIX, "via", BACKENDS[0], "dev", "g1")
             self.gw.run("sysctl", "-qw", "net.ipv4.ip_forward=1")
-            self.client.run("python3", "-c", TX_CSUM_OFF, "c0")
-            self.back.run("python3", "-c", TX_CSUM_OFF, "b0")
+            self.sender_tx_csum = {"c0": self.set_sender_offload(self.client, "c0"),
+                                   "b0": self.set_sender_offload(self.back, "b0")}
             self.mac = {"c0": self.mac_of(self.client, "c0"), "g0": self.mac_of(self.gw, "g0"),
                         "g1": self.mac_of(self.gw, "g1"), "b0": self.mac_of(self.back, "b0")}
             if static_neighbours:
@@ -164,10 +193,8 @@ class Lab:
             raise
 
     def space(self, tag):
-        ns = Netns(tag)
+        ns = Netns(tag, ipv6=False)
         self.spaces.append(ns)
-        for knob in ("all", "default"):
-            ns.run("sysctl", "-qw", f"net.ipv6.conf.{knob}.disable_ipv6=1")
         return ns
 
     def link(self, a, name_a, b, name_b):
@@ -175,6 +202,30 @@ class Lab:
            "veth", "peer", "name", name_b, "netns", b.name, "numrxqueues", "2", "numtxqueues", "2")
         a.ip("link", "set", name_a, "up")
         b.ip("link", "set", name_b, "up")
+
+    def set_sender_offload(self, ns, ifname):
+        """Applies the lab's tx_checksum_offload to a sender veth (also one re-created by a test);
+        returns the interface's transmit checksum offload state after it (1 = on)."""
+        args = [] if self.tx_checksum_offload else ["off"]
+        state = int(ns.run("python3", "-c", TX_CSUM, ifname, *args).stdout)
+        check_eq(state, int(self.tx_checksum_offload), f"{ifname}: transmit checksum offload")
+        return state
+
+    def udp_stats(self):
+        """{"client": {field: value}, "backends": {...}}: the Udp line of /proc/net/snmp in the
+        client's and the backends' namespaces."""
+        out = {}
+        for who, ns in (("client", self.client), ("backends", self.back)):
+            lines = [l.split() for l in ns.run("cat", "/proc/net/snmp").stdout.splitlines()
+                     if l.startswith("Udp:")]
+            out[who] = {k: int(v) for k, v in zip(lines[0][1:], lines[1][1:])}
+        return out
+
+    def udp_csum_errors(self):
+        """Udp InCsumErrors of the client's and the backends' namespaces: a datagram ferry
+        forwarded with a wrong checksum is dropped by the receiving stack and counted there,
+        never reaching a socket."""
+        return {who: stats["InCsumErrors"] for who, stats in self.udp_stats().items()}
 
     @staticmethod
     def mac_of(ns, ifname):
@@ -215,7 +266,8 @@ class Lab:
     def converse(self, tag, flows=30, rounds=3, base=20000):
         r = self.client.run("timeout", "120", "python3", "-c", CLIENT_SCRIPT, VIP, str(PORT),
                             str(flows), str(rounds), str(base), tag, CLIENT, check=False)
-        check_eq(r.returncode, 0, f"client: {r.stdout} {r.stderr}")
+        check_eq(r.returncode, 0, f"client: {r.stdout} {r.stderr} "
+                 f"(UDP InCsumErrors {self.udp_csum_errors()})")
         return json.loads(r.stdout)
 
     def interface_stat(self, ns, ifname, stat):

@@ -8,12 +8,19 @@ def sh(*args, check=True):
 
 
 class Netns:
-    """A named network namespace, deleted (with its interfaces) on close."""
+    """A named network namespace, deleted (with its interfaces) on close. ipv6: None leaves the
+    kernel's defaults, False turns IPv6 off, True on without duplicate address detection (so
+    addresses are usable at once, not tentative for a second or more)."""
 
-    def __init__(self, tag):
+    def __init__(self, tag, ipv6=None):
         self.name = f"fit-{tag}-{os.getpid()}"
         sh("ip", "netns", "add", self.name)
         sh("ip", "-n", self.name, "link", "set", "lo", "up")
+        if ipv6 is not None:
+            for knob in ("all", "default"):
+                self.run("sysctl", "-qw", f"net.ipv6.conf.{knob}.disable_ipv6={0 if ipv6 else 1}")
+                if ipv6:
+                    self.run("sysctl", "-qw", f"net.ipv6.conf.{knob}.accept_dad=0")
 
     def run(self, *args, check=True):
         return sh("ip", "netns", "exec", self.name, *args, check=check)

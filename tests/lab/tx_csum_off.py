@@ -4,10 +4,11 @@ ethtool binary is needed).
 
     tx_csum_off.py IFACE      (run inside the interface's namespace)
 
-A veth sender with offload on hands frames whose UDP checksum is only the pseudo-header sum
-(CHECKSUM_PARTIAL); AF_XDP copy mode passes them to user space as they are, and ferry's
-incremental checksum update cannot finish them. A real NIC's peer always sends complete checksums,
-so the lab's senders must too (docs/fastpath.md)."""
+A veth keeps transmit checksum offload on by default: UDP its local stack sends carries only the
+pseudo-header sum (CHECKSUM_PARTIAL), which is what containers, pods, VMs and local backends send,
+and what ferry's labs send. With offload off the stack writes complete checksums, as frames from
+a real NIC carry them: capture_partial.py uses this to capture such a frame beside the partial
+ones (the integration tests' variant of the same is fastpath_lab.Lab(tx_checksum_offload=False))."""
 import ctypes
 import fcntl
 import socket
