@@ -120,7 +120,7 @@ class FastpathPlane {
   std::vector<std::vector<std::uint32_t>> socket_slots_;  // slots, same shape
   std::vector<WorkerThread> workers_;
   std::atomic<bool> stop_{false};
-  UniqueFd wake_fd_;                     // eventfd that wakes sleeping workers to stop
+  UniqueFd wake_fd_;  // eventfd that wakes sleeping workers to stop
   // eventfd the workers write when they queue a next hop to resolve (WorkerOptions).
   boost::asio::posix::stream_descriptor resolve_wait_;
   std::vector<std::uint32_t> map_keys_;  // XSKMAP keys written, for removal

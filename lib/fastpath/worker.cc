@@ -2,10 +2,9 @@
 #include "lib/fastpath/worker.hh"
 
 #include <poll.h>
-
-#include <algorithm>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <stdexcept>
@@ -134,7 +133,8 @@ bool Worker::serve_held(const Snapshot& snapshot) {
   if (reader_.generation() != held_checked_generation_) {
     held_checked_generation_ = reader_.generation();
     std::uint32_t sent = held_.release(
-        snapshot.next_hops->neighbours, [this](const HoldQueue::Frame& f, const packet::MacAddress& mac) {
+        snapshot.next_hops->neighbours,
+        [this](const HoldQueue::Frame& f, const packet::MacAddress& mac) {
           std::byte* data = slab_.packet(f.addr, f.len);
           std::memcpy(data, mac.data(), mac.size());  // the rest was rewritten when it was held
           stage(port_of_slot_[f.egress_slot], f.addr, f.len);

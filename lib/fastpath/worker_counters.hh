@@ -15,14 +15,14 @@ namespace ferry::fastpath {
 
 // Why a worker dropped a frame it received.
 enum class Drop : std::uint8_t {
-  no_backend,      // a service of ours with no backend up
+  no_backend,           // a service of ours with no backend up
   neighbour_hold_full,  // no MAC for the next hop yet, and its hold queue (or the worker's) full
-  tx_ring_full,    // the egress port's tx ring had no room
-  malformed,       // headers the parser refused, or a descriptor outside the worker's slab
-  ttl_expired,     // TTL / hop limit <= 1
-  no_route,        // no kernel route out of an XDP port to the (rewritten) destination
-  unexpected,      // steered to AF_XDP but no service or route of this worker's tables wants it
-  no_tx_queue,     // the egress interface has no AF_XDP socket on this worker's queue
+  tx_ring_full,         // the egress port's tx ring had no room
+  malformed,            // headers the parser refused, or a descriptor outside the worker's slab
+  ttl_expired,          // TTL / hop limit <= 1
+  no_route,             // no kernel route out of an XDP port to the (rewritten) destination
+  unexpected,         // steered to AF_XDP but no service or route of this worker's tables wants it
+  no_tx_queue,        // the egress interface has no AF_XDP socket on this worker's queue
   neighbour_timeout,  // held for a next hop that stayed unresolved for HoldQueue::kTimeout
 };
 inline constexpr std::size_t kDropCount = static_cast<std::size_t>(Drop::neighbour_timeout) + 1;

@@ -1,5 +1,6 @@
 // What an action decided for a frame: send it out of a port, hold it until its next hop's MAC is
-// known, drop it (and why), or hand it to the kernel. Workers count verdicts per reason; the packet layer never counts anything itself.
+// known, drop it (and why), or hand it to the kernel. Workers count verdicts per reason; the packet
+// layer never counts anything itself.
 #pragma once
 
 #include <cstdint>

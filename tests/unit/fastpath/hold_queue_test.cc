@@ -29,9 +29,8 @@ TEST(HoldQueue, ReleasesInArrivalOrderOnlyTheResolvedNextHop) {
   EXPECT_EQ(q.size(), 6u);
   EXPECT_EQ(q.hops_waiting(), 2u);
   std::vector<std::uint64_t> sent;
-  EXPECT_EQ(q.release(table_with({}), [&](const HoldQueue::Frame& f, const packet::MacAddress&) {
-              sent.push_back(f.addr);
-            }),
+  EXPECT_EQ(q.release(table_with({}), [&](const HoldQueue::Frame& f,
+                                          const packet::MacAddress&) { sent.push_back(f.addr); }),
             0u);
   EXPECT_EQ(q.release(table_with({hop(2)}),
                       [&](const HoldQueue::Frame& f, const packet::MacAddress& mac) {

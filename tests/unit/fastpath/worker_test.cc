@@ -3,7 +3,6 @@
 #include "lib/fastpath/worker.hh"
 
 #include <gtest/gtest.h>
-
 #include <sys/eventfd.h>
 #include <unistd.h>
 
