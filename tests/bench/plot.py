@@ -130,12 +130,13 @@ def plot_xsk_scaling(results, out):
 
 def plot_lab(results, out):
     rows = table_with(read(results, "lab.md"), "size", "case", "forwarder", "delivered pps")
-    groups = [f"{r['size']} B {r['case']}" for r in rows]
-    groups = list(dict.fromkeys(groups))
+
+    def group(r):  # results since the checksum dimension have a `checksum` column
+        return f"{r['size']} B {r['case']}" + (f"\n{r['checksum']}" if "checksum" in r else "")
+    groups = list(dict.fromkeys(group(r) for r in rows))
     forwarders = list(dict.fromkeys(r["forwarder"] for r in rows))
-    values = {(f"{r['size']} B {r['case']}", r["forwarder"]): number(r["delivered pps"]) / 1e3
-              for r in rows}
-    fig, ax = plt.subplots(figsize=(8, 3.8))
+    values = {(group(r), r["forwarder"]): number(r["delivered pps"]) / 1e3 for r in rows}
+    fig, ax = plt.subplots(figsize=(8 if len(groups) <= 4 else 11, 3.8))
     grouped_bars(ax, groups, forwarders, values, "delivered kpps")
     ax.set_title("netns lab: ferry vs kernel forwarding / nft DNAT vs in-kernel XDP redirect")
     save(fig, out, "lab-pps.png")

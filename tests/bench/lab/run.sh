@@ -7,8 +7,14 @@
 # what arrives (rx_packets, with an XDP drop behind it so the sink's stack costs nothing). For
 # each run: delivered pps and gateway CPU per delivered packet = softirq time (/proc/stat, all
 # CPUs) + ferryd's own CPU time. Writes tests/bench/results/lab.md.
+# Checksums: trafgen (a packet socket) writes complete UDP checksums, what a real NIC delivers
+# ("full"); a local stack sending over veth (containers, pods, VMs, local backends) leaves only the
+# pseudo-header sum in the field (CHECKSUM_PARTIAL), which "partial" makes trafgen write: the
+# folded, not complemented, ones'-complement sum of the IPv4 pseudo header, one constant per size
+# and destination (it does not depend on the ports), byte for byte what a UDP socket's datagram
+# carries over a veth with transmit checksum offload on. Every forwarder runs with both.
 # Usage: tests/bench/lab/run.sh [BUILD_DIR]   (default: build; ferryd must be built)
-#        SECONDS_PER_RUN=5 SIZES="64 1500" tests/bench/lab/run.sh
+#        SECONDS_PER_RUN=5 SIZES="64 1500" CHECKSUMS="partial full" tests/bench/lab/run.sh
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../../.." && pwd)"
 build="${1:-$root/build}"
@@ -16,6 +22,10 @@ ferryd="$build/daemon/ferryd"
 ferryctl="$build/daemon/ferryctl"
 secs="${SECONDS_PER_RUN:-5}"
 sizes="${SIZES:-64 1500}"
+checksums="${CHECKSUMS:-partial full}"
+for c in $checksums; do
+  case "$c" in partial|full) ;; *) echo "run.sh: CHECKSUMS takes partial and/or full, not '$c'" >&2; exit 1;; esac
+done
 out="$root/tests/bench/results/lab.md"
 
 for tool in trafgen nft bpftool clang; do
@@ -112,35 +122,63 @@ softirq_ticks() { awk '/^cpu /{print $8}' /proc/stat; }
 busy_ticks() { awk '/^cpu /{print $2 + $3 + $4 + $7 + $8 + $9}' /proc/stat; }
 proc_ticks() { if [ -n "$1" ]; then awk '{print $14, $15}' "/proc/$1/stat"; else echo 0 0; fi; }
 # ferry's own view of what it lost: "kernel worker" = frames the kernel dropped at the sockets
-# (rx ring full, fill ring empty) and frames the worker dropped (any reason).
+# (rx ring full, fill ring empty) and frames the worker dropped (any reason); then the partial
+# checksums it finished (ferry_xsk_checksums_finished_total{kind="partial"}).
 ferry_losses() {
-  if [ -z "$ferry_pid" ]; then echo "0 0"; return; fi
+  if [ -z "$ferry_pid" ]; then echo "0 0 0"; return; fi
   "$ferryctl" --socket "$work/ferryd.sock" stats --json | python3 -c '
 import json, sys
 fams = {f["name"]: f["samples"] for f in json.load(sys.stdin)["result"]["metrics"]}
 total = lambda name: int(sum(s["value"] for s in fams.get(name, [])))
 print(total("ferry_xsk_kernel_drops_total") + total("ferry_xsk_fill_ring_empty_total"),
-      total("ferry_xsk_drops_total"))'
+      total("ferry_xsk_drops_total"),
+      int(sum(s["value"] for s in fams.get("ferry_xsk_checksums_finished_total", [])
+              if s["labels"].get("kind") == "partial")))'
 }
 sink_rx() { in_ns "$B" cat /sys/class/net/b0/statistics/rx_packets; }
 client_tx() { in_ns "$C" cat /sys/class/net/c0/statistics/tx_packets; }
 
+CLIENT_IP=10.10.1.2
+# The UDP checksum field a local stack leaves with transmit checksum offload on (CHECKSUM_PARTIAL):
+# the ones'-complement sum of the pseudo header (source, destination, zero + protocol 17, UDP
+# length), folded to 16 bits, not complemented. The ports do not enter it.
+partial_csum() {  # src dst udp_length
+  local a b s
+  IFS=. read -r -a a <<<"$1"; IFS=. read -r -a b <<<"$2"
+  s=$(( (a[0] << 8 | a[1]) + (a[2] << 8 | a[3]) + (b[0] << 8 | b[1]) + (b[2] << 8 | b[3]) + 17 + $3 ))
+  while (( s >> 16 )); do s=$(( (s & 0xffff) + (s >> 16) )); done
+  printf '0x%04x' "$s"
+}
 # trafgen config: UDP of `size` bytes on the wire (without FCS) to dst, source ports cycling so
-# that the flows spread over backends and queues.
+# that the flows spread over backends and queues; checksum "full" is trafgen's own (complete,
+# computed per packet), "partial" the constant above.
 traffic() {
-  local dst="$1" dport="$2" size="$3" fill=$(( $3 - 42 ))
-  echo "{ eth(da=$g0_mac, sa=$c0_mac), ipv4(saddr=10.10.1.2, daddr=$dst, ttl=64), udp(sp=dinc(1000, 60000), dp=$dport), fill(0x41, $fill) }"
+  local dst="$1" dport="$2" size="$3" checksum="$4" fill=$(( $3 - 42 )) csum=""
+  [ "$checksum" = partial ] && csum=", csum=$(partial_csum "$CLIENT_IP" "$dst" $(( size - 34 )))"
+  echo "{ eth(da=$g0_mac, sa=$c0_mac), ipv4(saddr=$CLIENT_IP, daddr=$dst, ttl=64), udp(sp=dinc(1000, 60000), dp=$dport$csum), fill(0x41, $fill) }"
 }
 
 hz="$(getconf CLK_TCK)"
 results="$work/results.tsv"
-measure() {  # kind case size dst dport
-  local kind="$1" case="$2" size="$3" dst="$4" dport="$5"
-  traffic "$dst" "$dport" "$size" >"$work/t.cfg"
+measure() {  # kind case size dst dport; one row per checksum kind
+  local checksum
+  for checksum in $checksums; do measure_one "$1" "$2" "$3" "$checksum" "$4" "$5"; done
+}
+measure_one() {  # kind case size checksum dst dport
+  local kind="$1" case="$2" size="$3" checksum="$4" dst="$5" dport="$6"
+  traffic "$dst" "$dport" "$size" "$checksum" >"$work/t.cfg"
+  # conntrack verifies the UDP checksum of what it has to (nf_conntrack_checksum=1): trafgen's
+  # frames reach it as CHECKSUM_NONE, so it verifies a partial one, finds it wrong and leaves the
+  # datagram unNATed (0 delivered, measured here). A real local sender's datagram arrives as
+  # CHECKSUM_PARTIAL, which conntrack trusts without verifying, and is DNATed: for "partial" the
+  # baseline is given that treatment (no verification); for "full" it verifies, as before.
+  if [ "$kind $case" = "kernel balance" ]; then
+    in_ns "$G" sysctl -qw net.netfilter.nf_conntrack_checksum=$([ "$checksum" = partial ] && echo 0 || echo 1)
+  fi
   in_ns "$C" trafgen --dev c0 --conf "$work/t.cfg" --cpus 1 -n 20000 >/dev/null 2>&1  # warm-up
   sleep 1
-  local rx0 tx0 si0 bu0 t0 rx1 tx1 si1 bu1 t1 fu0 fs0 fu1 fs1 kd0 wd0 kd1 wd1
-  read -r kd0 wd0 < <(ferry_losses)
+  local rx0 tx0 si0 bu0 t0 rx1 tx1 si1 bu1 t1 fu0 fs0 fu1 fs1 kd0 wd0 kd1 wd1 fp0 fp1
+  read -r kd0 wd0 fp0 < <(ferry_losses)
   rx0=$(sink_rx); tx0=$(client_tx); si0=$(softirq_ticks); bu0=$(busy_ticks)
   read -r fu0 fs0 < <(proc_ticks "$ferry_pid"); t0=$(date +%s.%N)
   # The generator at the same priority in every run, so other load cannot starve it either.
@@ -150,16 +188,28 @@ measure() {  # kind case size dst dport
   sleep 0.5
   rx1=$(sink_rx); tx1=$(client_tx); si1=$(softirq_ticks); bu1=$(busy_ticks)
   read -r fu1 fs1 < <(proc_ticks "$ferry_pid")
-  read -r kd1 wd1 < <(ferry_losses)
-  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$kind" "$case" "$size" \
+  read -r kd1 wd1 fp1 < <(ferry_losses)
+  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$kind" "$case" "$size" "$checksum" \
     "$((rx1 - rx0))" "$((tx1 - tx0))" "$(awk "BEGIN{print $t1 - $t0}")" "$((si1 - si0))" \
-    "$((fu1 - fu0))" "$((fs1 - fs0))" "$((bu1 - bu0))" "$((kd1 - kd0))" "$((wd1 - wd0))" \
+    "$((fu1 - fu0))" "$((fs1 - fs0))" "$((bu1 - bu0))" "$((kd1 - kd0))" "$((wd1 - wd0))" "$((fp1 - fp0))" \
     | tee -a "$results" >&2
 }
 
+# Before anything is attached to g0: "partial" frames must be byte for byte what the client's own
+# stack sends (checksum field, length), captured on g0 side by side.
+if [[ " $checksums " == *" partial "* ]]; then
+  for size in $sizes; do
+    for target in "$ROUTED 9" "$VIP $PORT"; do
+      set -- $target
+      traffic "$1" "$2" "$size" partial >"$work/check.cfg"
+      python3 "$root/tests/bench/lab/check_partial.py" "$C" "$G" g0 c0 "$CLIENT_IP" "$1" "$2" "$size" "$work/check.cfg" >&2
+    done
+  done
+fi
+
 : >"$results"
 load_before="$(cut -d" " -f1-3 /proc/loadavg)"
-echo "kind	case	size	delivered	sent	seconds	softirq	ferryd_user	ferryd_sys	busy (ticks)	ferry_kernel_drops	ferry_worker_drops" >&2
+echo "kind	case	size	checksum	delivered	sent	seconds	softirq	ferryd_user	ferryd_sys	busy (ticks)	ferry_kernel_drops	ferry_worker_drops	ferry_finished_partial" >&2
 for size in $sizes; do
   # (a) kernel: plain forwarding, then nftables DNAT for balance
   measure kernel route "$size" "$ROUTED" 9
@@ -193,14 +243,14 @@ import os, platform, sys, time
 rows = [l.rstrip("\n").split("\t") for l in open(sys.argv[1]) if l.strip()]
 hz, secs, load_before = int(sys.argv[2]), sys.argv[3], sys.argv[4]
 data = {}
-for kind, case, size, delivered, sent, seconds, si, fu, fs, busy, kdrop, wdrop in rows:
+for kind, case, size, checksum, delivered, sent, seconds, si, fu, fs, busy, kdrop, wdrop, finished in rows:
     delivered, sent, seconds = int(delivered), int(sent), float(seconds)
     si, fu, fs, busy = (int(x) / hz for x in (si, fu, fs, busy))
     per = lambda s: s * 1e9 / delivered if delivered else float("nan")
-    data[(kind, case, int(size))] = {
+    data[(kind, case, int(size), checksum)] = {
         "pps": delivered / seconds, "sent_pps": sent / seconds,
         "loss": max(0.0, 1 - delivered / sent) if sent else 0.0,
-        "si": si, "fu": fu, "fs": fs, "kdrop": int(kdrop), "wdrop": int(wdrop),
+        "si": si, "fu": fu, "fs": fs, "kdrop": int(kdrop), "wdrop": int(wdrop), "finished": int(finished), "delivered": delivered,
         "gw_ns": per(si + fu + fs), "busy_ns": per(busy)}
 cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
 print("# Lab benchmark: ferry next to the kernel and an in-kernel XDP redirect")
@@ -219,6 +269,21 @@ print("Setup: client `c0` -- `g0` gateway `g1` -- `b0` sink, one queue per veth.
       "conntrack). xdp-redirect: MAC rewrite + DEVMAP redirect in the driver, no TTL, no DNAT "
       "(the ceiling for both cases).")
 print()
+print("Checksum column: what the UDP checksum field of the offered datagrams holds. `full`: a complete "
+      "checksum (trafgen's own), what frames from a real NIC carry. `partial`: only the pseudo-header "
+      "sum (folded, not complemented; trafgen writes it as a constant, `udp(csum=...)`), byte for byte "
+      "what a local stack sending over veth with transmit checksum offload on (the default) leaves "
+      "there (CHECKSUM_PARTIAL): what containers, pods, VMs and local backends send, and what ferry "
+      "must complete when it rewrites a datagram. The kernel and xdp-redirect baselines forward either "
+      "without completing the UDP checksum (conntrack's DNAT updates it incrementally); they run with "
+      "both for the comparison. One difference the generator cannot carry: a local sender's datagram "
+      "reaches the kernel as CHECKSUM_PARTIAL, which conntrack trusts, while trafgen's arrives as "
+      "CHECKSUM_NONE, whose partial checksum conntrack would verify and reject (nothing DNATed); the "
+      "kernel balance `partial` rows therefore run with `nf_conntrack_checksum=0` (the treatment real "
+      "partial traffic gets), the `full` rows with the default 1 (conntrack verifies every checksum in "
+      "software, which a NIC with receive checksum offload would spare it). Every ratio compares rows "
+      "of the same size, case and checksum.")
+print()
 print("CPU columns, per delivered packet: `gateway` = softirq time of all CPUs (/proc/stat) + "
       "ferryd's user + system time; `machine` = all busy time of all CPUs (generator and sink "
       "included). The kernel accounts CPU time by ticks here (no IRQ_TIME_ACCOUNTING): softirq work "
@@ -226,26 +291,40 @@ print("CPU columns, per delivered packet: `gateway` = softirq time of all CPUs (
       "both as softirq and as ferryd's system time, so ferry's `gateway` figure is an upper bound; "
       "`machine` never double counts.")
 print()
-print("| size | case | forwarder | sent pps | delivered pps | loss | softirq s | ferryd user s | ferryd sys s | gateway ns/pkt | machine ns/pkt | ferry / this, pps | ferry / this, gateway ns/pkt |")
-print("|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+print("| size | case | checksum | forwarder | sent pps | delivered pps | loss | softirq s | ferryd user s | ferryd sys s | gateway ns/pkt | machine ns/pkt | ferry / this, pps | ferry / this, gateway ns/pkt |")
+print("|---:|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 notes = []
+checksums = [c for c in ("partial", "full") if any(k[3] == c for k in data)]
 for size in sorted({k[2] for k in data}):
-    for case in ("route", "balance"):
-        f = data.get(("ferry", case, size))
+    for case, checksum in ((c, s) for c in ("route", "balance") for s in checksums):
+        f = data.get(("ferry", case, size, checksum))
         for kind in ("kernel", "ferry", "xdp-redirect"):
-            d = data.get((kind, case, size))
+            d = data.get((kind, case, size, checksum))
             if not d:
                 continue
             r_pps = f"{f['pps'] / d['pps']:.2f}" if f and d["pps"] else "-"
             r_cpu = f"{f['gw_ns'] / d['gw_ns']:.2f}" if f and d["gw_ns"] > 0 else "-"
-            print(f"| {size} | {case} | {kind} | {d['sent_pps']:,.0f} | {d['pps']:,.0f} | "
+            print(f"| {size} | {case} | {checksum} | {kind} | {d['sent_pps']:,.0f} | {d['pps']:,.0f} | "
                   f"{100 * d['loss']:.1f}% | {d['si']:.2f} | {d['fu']:.2f} | {d['fs']:.2f} | "
                   f"{d['gw_ns']:,.0f} | {d['busy_ns']:,.0f} | {r_pps} | {r_cpu} |")
             if kind == "ferry" and d["loss"] > 0:
-                notes.append(f"ferry {case} {size} B lost {100 * d['loss']:.1f}%: {d['kdrop']:,} frames "
+                notes.append(f"ferry {case} {size} B {checksum} checksums lost {100 * d['loss']:.1f}%: {d['kdrop']:,} frames "
                              f"dropped by the kernel at its sockets (rx ring full / fill ring empty), "
                              f"{d['wdrop']:,} by the worker; the worker ran "
                              f"{d['fu'] + d['fs']:.2f} s of the {secs} s.")
+for checksum in checksums:
+    ferry = [d for k, d in data.items() if k[0] == "ferry" and k[3] == checksum]
+    if ferry:
+        finished, delivered = sum(d['finished'] for d in ferry), sum(d['delivered'] for d in ferry)
+        notes.append(f"ferry, `{checksum}` rows: {finished:,} partial checksums "
+                     f"finished (`ferry_xsk_checksums_finished_total{{kind=\"partial\"}}`) for "
+                     f"{delivered:,} datagrams delivered"
+                     + ((" (every one)" if finished == delivered else
+                         " (a ferryd without checksum finishing: the receivers would drop them)")
+                        if checksum == "partial" else
+                        ": only those whose complete checksum happens to equal the pseudo-header "
+                        "sum (about 1 in 65,536 with the cycling ports), which ferry cannot tell "
+                        "from a partial one; finished, they come out the same") + ".")
 if notes:
     print()
     for n in notes:
