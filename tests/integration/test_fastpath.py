@@ -253,6 +253,44 @@ def frames_are_conserved_after_a_million_packets(w):
         lab.close()
 
 
+def frames_for_a_next_hop_that_never_answers_are_held_then_dropped(w):
+    """A routed prefix behind a gateway address nobody has: ferry holds the datagrams while it
+    asks the kernel to resolve the gateway, then drops them as neighbour_timeout, no sooner than
+    a second after they came; every frame is back in its slab after."""
+    lab = Lab()
+    try:
+        lab.gw.ip("route", "add", "10.10.5.0/24", "via", "10.10.2.99", "dev", "g1")
+        cfg = fastpath_config(w)
+        cfg["routes"].append({"prefix": "10.10.5.0/24", "via": "g1"})
+        with running(w, cfg, netns=lab.gw.name) as d:
+            send = ("import socket\ns=socket.socket(socket.AF_INET,socket.SOCK_DGRAM)\n"
+                    "for i in range(20):\n s.sendto(b'nowhere %03d' % i, ('10.10.5.5', 9999))\n")
+            started = time.monotonic()
+            lab.client.run("python3", "-c", send)
+            wait_until(lambda: total(d, "ferry_xsk_neighbour_held_total") == 20, 10,
+                       "20 datagrams held for 10.10.2.99")
+            wait_until(lambda: total(d, "ferry_xsk_drops_total", reason="neighbour_timeout") == 20,
+                       10, "the held datagrams dropped as neighbour_timeout")
+            held_for = time.monotonic() - started
+            print(f"  20 datagrams held, dropped as neighbour_timeout {held_for:.2f} s after "
+                  f"they were sent; gateway neighbour: "
+                  f"{lab.gw.ip('neigh', 'show', '10.10.2.99', 'dev', 'g1').stdout.strip()}", flush=True)
+            check(held_for >= 1.0, f"held at least the 1 s timeout ({held_for:.2f} s)")
+            check_eq(total(d, "ferry_xsk_neighbour_released_total"), 0, "none released")
+            check(total(d, "ferry_xsk_resolution_requests_total", result="queued") >= 1,
+                  "the gateway was queued for resolution")
+            check_eq(total(d, "ferry_xsk_drops_total", reason="neighbour_hold_full"), 0,
+                     "no hold_full drops")
+
+            def conserved():
+                frames, slabs = frames_by_queue(d)
+                return all(frames[q].get("hands") == 0 and sum(frames[q].values()) == slabs[q]
+                           for q in slabs)
+            wait_until(conserved, 10, "every slab whole, nothing in the workers' hands")
+    finally:
+        lab.close()
+
+
 def reload_removing_a_backend_moves_only_its_flows(w):
     lab = Lab()
     try:
@@ -309,6 +347,7 @@ if __name__ == "__main__":
         balances_and_routes_full_checksums_from_senders_without_offload,
         tcp_and_icmp_still_go_through_the_kernel,
         frames_are_conserved_after_a_million_packets,
+        frames_for_a_next_hop_that_never_answers_are_held_then_dropped,
         reload_removing_a_backend_moves_only_its_flows,
         sigkill_leaves_no_program_and_restart_works,
     ])
