@@ -8,28 +8,37 @@ BUILD_TSAN ?= build-tsan
 FUZZ_SECONDS ?= 600
 FUZZ_SMOKE_SECONDS ?= 45
 
-# Exactly the Debian (bookworm) packages the build, the tests and the demo use.
-PACKAGES := g++ pkg-config meson ninja-build clang llvm bpftool \
+# Exactly the Debian (bookworm) packages the demo needs: what configures the tree (meson looks
+# for gtest/gmock when it sets the tests up) and builds ferryd and ferryctl, and what the lab runs.
+DEMO_PACKAGES := g++ pkg-config meson ninja-build clang llvm bpftool \
 	libbpf-dev libxdp-dev liburing-dev libboost-dev nlohmann-json3-dev libsystemd-dev libfmt-dev \
-	libgtest-dev libgmock-dev libbenchmark-dev libfuzzer-14-dev \
-	python3 iproute2 iputils-ping util-linux procps prometheus netsniff-ng \
+	libgtest-dev libgmock-dev python3 iproute2 util-linux procps
+# ... and the packages the rest of the build, the tests and the benchmarks use.
+PACKAGES := $(DEMO_PACKAGES) libbenchmark-dev libfuzzer-14-dev \
+	iputils-ping prometheus netsniff-ng \
 	debhelper dpkg-dev fakeroot lintian systemd strace man-db python3-matplotlib \
 	dnsmasq-base bind9-dnsutils dnsperf nftables
 
-.PHONY: all deps build build-asan build-fuzz build-tsan test test-unit fuzz demo package clean
+.PHONY: all deps demo-deps build build-asan build-fuzz build-tsan test test-unit fuzz demo package clean
 
 all: build
 
-deps:
-	@missing=$$(for p in $(PACKAGES); do \
+# `install_missing packages`: installs those of the packages that are not installed (as root).
+install_missing = missing=$$(for p in $(1); do \
 	    dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q '^install ok installed' || echo $$p; \
 	  done | xargs); \
 	if [ -n "$$missing" ]; then \
-	  if [ "$$(id -u)" != 0 ]; then echo "make deps: missing packages: $$missing (run as root)"; exit 1; fi; \
-	  echo "make deps: installing $$missing"; \
+	  if [ "$$(id -u)" != 0 ]; then echo "make: missing packages: $$missing (run as root)"; exit 1; fi; \
+	  echo "make: installing $$missing"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
 	    --no-install-recommends $$missing >/dev/null; \
 	fi
+
+deps:
+	@$(call install_missing,$(PACKAGES))
+
+demo-deps:
+	@$(call install_missing,$(DEMO_PACKAGES))
 
 $(BUILD)/build.ninja:
 	meson setup $(BUILD)
@@ -111,7 +120,9 @@ SOAK_SECONDS ?= 600
 soak: build
 	SOAK_SECONDS=$(SOAK_SECONDS) tests/soak/soak.sh $(BUILD)
 
-demo: build
+# Builds only what the demo runs (ferryd with its BPF object, ferryctl); `make test` builds the rest.
+demo: demo-deps $(BUILD)/build.ninja
+	meson compile -C $(BUILD) daemon/ferryd daemon/ferryctl
 	tests/lab/demo.sh $(BUILD)
 
 # The Debian package (dpkg-buildpackage -us -uc -b from packaging/debian) in build-deb/; its last
