@@ -1,6 +1,8 @@
 // The one UMEM of the daemon: the mapping plus its single registration with the kernel.
 #include "lib/xsk/umem_pool.hh"
 
+#include <sys/resource.h>
+
 #include <bit>
 #include <cerrno>
 #include <stdexcept>
@@ -52,14 +54,44 @@ void UmemPool::register_area() {
                              &first_rings_->completion, &umem_config);
   if (err) {
     umem_ = nullptr;
-    std::string hint = err == -EPERM || err == -ENOMEM
-                           ? " (needs CAP_NET_RAW and CAP_IPC_LOCK, or a larger RLIMIT_MEMLOCK)"
-                       : err == -EINVAL ? " (frame_bytes must be 2048..page size, headroom_bytes well below it)"
-                                        : "";
-    throw std::system_error(-err, std::generic_category(),
-                            "registering a UMEM of " + std::to_string(config_.frame_count) + " x " +
-                                std::to_string(config_.frame_bytes) + " bytes" + hint);
+    std::string what = "registering a UMEM of " + std::to_string(config_.frame_count) + " x " +
+                       std::to_string(config_.frame_bytes) + " bytes";
+    if (err == -ENOBUFS) {
+      what = "out of locked memory for the UMEM: " + memlock_advice();
+    } else if (err == -EPERM) {
+      what += " (needs CAP_NET_RAW)";
+    } else if (err == -EINVAL) {
+      what += " (frame_bytes must be 2048..page size, headroom_bytes well below it)";
+    }
+    throw std::system_error(-err, std::generic_category(), what);
   }
+}
+
+std::string UmemPool::memlock_advice() const {
+  // The kernel charges a UMEM to the user's locked memory unless the process has CAP_IPC_LOCK,
+  // and refuses it (ENOBUFS) past RLIMIT_MEMLOCK: say how much is needed, what is allowed, and
+  // the three ways out.
+  auto mib = [](std::uint64_t bytes) {
+    return std::to_string((bytes + (1u << 20) - 1) >> 20) + " MiB";
+  };
+  rlimit limit{};
+  std::string allowed = "an unknown amount";
+  std::string fewer_frames;
+  if (getrlimit(RLIMIT_MEMLOCK, &limit) == 0) {
+    auto text = [&](rlim_t v) { return v == RLIM_INFINITY ? std::string("unlimited") : mib(v); };
+    allowed = text(limit.rlim_cur) + " (hard limit " + text(limit.rlim_max) + ")";
+    if (limit.rlim_cur != RLIM_INFINITY) {
+      // What fits the limit, less what else this user has locked (unknown here): an upper bound.
+      fewer_frames =
+          " to at most " + std::to_string(std::bit_floor(limit.rlim_cur / config_.frame_bytes));
+    }
+  }
+  return std::to_string(config_.frame_count) + " x " + std::to_string(config_.frame_bytes) +
+         " bytes need " + mib(area_.size_bytes()) + ", RLIMIT_MEMLOCK allows " + allowed +
+         " and ferryd has no CAP_IPC_LOCK; raise the limit (LimitMEMLOCK= in the systemd unit, "
+         "ulimit -l, the container's memlock limit), grant ferryd CAP_IPC_LOCK "
+         "(AmbientCapabilities=), or lower xdp.umem.frames" +
+         fewer_frames;
 }
 
 bool UmemPool::unregister() {

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <string>
 
 #include "lib/xsk/umem_area.hh"
 #include "lib/xsk/umem_slab.hh"
@@ -58,6 +59,8 @@ class UmemPool {
     xsk_ring_cons completion{};
   };
   void register_area();
+  // Why a registration ran out of locked memory, and what to change.
+  std::string memlock_advice() const;
   bool unregister();
 
   UmemConfig config_;
