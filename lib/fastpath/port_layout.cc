@@ -13,6 +13,7 @@
 #include <stdexcept>
 
 #include "bpf/ferry_shared.h"
+#include "lib/common/interface_names.hh"
 #include "lib/common/unique_fd.hh"
 
 namespace ferry::fastpath {
@@ -82,7 +83,7 @@ FastpathLayout resolve_layout(const config::XdpConfig& xdp, const InterfaceFacts
     port.zerocopy = iface.zerocopy;
     port.ifindex = facts.ifindex(iface.name);
     if (port.ifindex == 0) {
-      throw std::runtime_error("xdp.interfaces: " + iface.name + ": no such interface");
+      throw std::runtime_error("xdp.interfaces: " + net::no_such_interface(iface.name));
     }
     auto mac = facts.mac(iface.name);
     if (!mac) throw std::runtime_error(iface.name + ": cannot read its MAC address");

@@ -10,6 +10,8 @@
 #include <string>
 #include <system_error>
 
+#include "lib/common/port_owner.hh"
+
 namespace ferry::tcp {
 
 std::string_view to_string(ListenerMode mode) {
@@ -30,7 +32,12 @@ UniqueFd open_listener(const net::Endpoint& at, bool reuseport, int backlog) {
   const std::string where = at.to_string();
   auto fail = [&](const char* what, int error) -> std::system_error {
     std::string hint;
-    if (error == EADDRINUSE) hint = " (another process or service listens there?)";
+    if (error == EADDRINUSE) {
+      std::string owner = net::tcp_listener_of(at);
+      hint = owner.empty() ? " (another process listens there: `ss -ltnp 'sport = :" +
+                                 std::to_string(at.port) + "'` names it)"
+                           : " (" + owner + ", listens there)";
+    }
     if (error == EADDRNOTAVAIL) hint = " (the address is not configured on this host)";
     if (error == EACCES) hint = " (ports below 1024 need CAP_NET_BIND_SERVICE)";
     return std::system_error(error, std::generic_category(),

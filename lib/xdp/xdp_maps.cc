@@ -12,6 +12,8 @@
 #include <set>
 #include <stdexcept>
 
+#include "lib/common/interface_names.hh"
+
 namespace ferry::xdp {
 namespace {
 
@@ -128,8 +130,8 @@ void XdpMapSync::apply(const XdpMapFds& fds, const config::Config& config) {
   for (const auto& route : config.routes) {
     unsigned ifindex = if_nametoindex(route.via.c_str());
     if (ifindex == 0) {
-      throw std::runtime_error("routes: " + route.prefix.to_string() + " via " + route.via +
-                               ": no such interface");
+      throw std::runtime_error("routes: " + route.prefix.to_string() + " via " +
+                               net::no_such_interface(route.via));
     }
     ferry_route_value value{route_id++, ifindex,
                             (route.protocols.udp ? FERRY_ROUTE_UDP : 0u) |

@@ -11,6 +11,7 @@
 #include <stdexcept>
 
 #include "ferry.skel.h"
+#include "lib/common/interface_names.hh"
 #include "lib/common/log.hh"
 
 namespace ferry::xdp {
@@ -47,8 +48,7 @@ int XdpProgram::program_fd() const { return bpf_program__fd(skeleton_->progs.fer
 std::unique_ptr<XdpAttachment> XdpProgram::attach(const config::XdpInterfaceConfig& iface) const {
   unsigned ifindex = if_nametoindex(iface.name.c_str());
   if (ifindex == 0) {
-    throw std::runtime_error("xdp.interfaces: " + iface.name + ": no such interface (" +
-                             errno_text(errno) + ")");
+    throw std::runtime_error("xdp.interfaces: " + net::no_such_interface(iface.name));
   }
   int fd = -EINVAL;
   AttachMode mode = AttachMode::native;

@@ -8,13 +8,12 @@ answered from the VIP, routed UDP arrives with TTL-1, and the receivers' stacks 
 checksum (Udp InCsumErrors stay 0); TCP and ICMP still go through the kernel, every slab's frames
 and every datagram are accounted for after 1M packets, a reload that removes a backend moves only
 its flows, and SIGKILL leaves nothing behind."""
-import json
 import os
 import time
 
 from fastpath_lab import (BACKENDS, CLIENT, PORT, SINK, SINK_SCRIPT, VIP, Lab, fastpath_config,
                           frames_by_queue, partial_udp_checksum, quiescent, total)
-from harness import FERRYD, SOURCE_ROOT, check, check_eq, ok, run_tests, running, wait_until
+from harness import SOURCE_ROOT, check, check_eq, ok, run_tests, running, wait_until
 from netns import xdp_attached
 
 
@@ -292,33 +291,6 @@ def frames_for_a_next_hop_that_never_answers_are_held_then_dropped(w):
         lab.close()
 
 
-def umem_beyond_the_memlock_limit_says_what_to_change(w):
-    """A UMEM larger than RLIMIT_MEMLOCK (a container's 8 MiB, a capped unit) and no CAP_IPC_LOCK:
-    ferryd stops with how much it needs, what the limit is and the three ways out, and leaves no
-    XDP program behind."""
-    lab = Lab()
-    try:
-        cfg = fastpath_config(w)
-        cfg["xdp"]["umem"]["frames"] = 16384  # 64 MiB of 4 KiB frames
-        path = w.file("memlock.json")
-        with open(path, "w") as f:
-            json.dump(cfg, f)
-        r = lab.gw.run("prlimit", "--memlock=8388608:8388608", "setpriv", "--bounding-set=-ipc_lock",
-                       "--inh-caps=-ipc_lock", FERRYD, "--config", path, check=False)
-        print(f"  ferryd exited {r.returncode}: "
-              f"{[l for l in r.stderr.splitlines() if 'locked memory' in l]}", flush=True)
-        check(r.returncode != 0, "ferryd refuses to start")
-        message = ("out of locked memory for the UMEM: 16384 x 4096 bytes need 64 MiB, RLIMIT_MEMLOCK "
-                   "allows 8 MiB (hard limit 8 MiB) and ferryd has no CAP_IPC_LOCK; raise the limit "
-                   "(LimitMEMLOCK= in the systemd unit, ulimit -l, the container's memlock limit), "
-                   "grant ferryd CAP_IPC_LOCK (AmbientCapabilities=), or lower xdp.umem.frames to at "
-                   "most 2048")
-        check(message in r.stderr, f"the message says what to change: {r.stderr[-1500:]}")
-        check(not xdp_attached(lab.gw, "g0") and not xdp_attached(lab.gw, "g1"), "nothing attached")
-    finally:
-        lab.close()
-
-
 def reload_removing_a_backend_moves_only_its_flows(w):
     lab = Lab()
     try:
@@ -376,7 +348,6 @@ if __name__ == "__main__":
         tcp_and_icmp_still_go_through_the_kernel,
         frames_are_conserved_after_a_million_packets,
         frames_for_a_next_hop_that_never_answers_are_held_then_dropped,
-        umem_beyond_the_memlock_limit_says_what_to_change,
         reload_removing_a_backend_moves_only_its_flows,
         sigkill_leaves_no_program_and_restart_works,
     ])
