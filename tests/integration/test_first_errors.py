@@ -8,7 +8,7 @@ import os
 import socket
 
 from fastpath_lab import Lab, fastpath_config
-from harness import FERRYD, base_config, check, run_tests
+from harness import FERRYD, base_config, check, check_eq, run_tests
 from netns import Netns, sh, veth, xdp_attached
 
 
@@ -21,7 +21,8 @@ def start_fails(w, cfg, ns=None, prefix=()):
     r = ns.run(*cmd, check=False) if ns else sh(*cmd, check=False)
     errors = [l for l in r.stderr.splitlines() if " error " in l]
     print(f"  exit {r.returncode}: {errors[:1]}", flush=True)
-    check(r.returncode != 0, f"ferryd refuses to start: {r.stderr[-1500:]}")
+    # 1, not just non-zero: a sanitizer finding (86 in the ASan run) must fail the test.
+    check_eq(r.returncode, 1, f"ferryd refuses to start: {r.stderr[-1500:]}")
     return r.stderr
 
 
