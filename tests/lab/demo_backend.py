@@ -11,6 +11,7 @@ Runs until killed."""
 import argparse
 import socket
 import socketserver
+import sys
 import threading
 
 
@@ -45,6 +46,13 @@ class TcpHandler(socketserver.StreamRequestHandler):
 class Server(socketserver.ThreadingTCPServer):
     allow_reuse_address = True
     daemon_threads = True
+
+    def handle_error(self, request, client_address):
+        # A client (the proxy, for its client) that goes away mid-response resets the
+        # connection: normal for a server, not worth a traceback in the demo's output.
+        if isinstance(sys.exc_info()[1], ConnectionError):
+            return
+        super().handle_error(request, client_address)
 
 
 def serve_health(address, port):
