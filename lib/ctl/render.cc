@@ -344,7 +344,7 @@ std::string render_services(const json& result) {
   const json* services = find_array(result, "services");
   if (!services) return render_status(result);
   if (services->empty()) return "no services configured\n";
-  Table table{"NAME", "VIP:PORT", "PROTO", "MODE", "BALANCE", "BACKENDS"};
+  Table table{"NAME", "VIP:PORT", "PATH", "BALANCE", "BACKENDS"};
   for (const json& service : *services) {
     if (!service.is_object()) {
       table.add_row({format_value(service)});
@@ -367,8 +367,21 @@ std::string render_services(const json& result) {
         }
       }
     }
-    table.add_row({string_or(service, "name"), vip, string_or(service, "protocols"),
-                   string_or(service, "mode"), string_or(service, "balance"),
+    // "udp fastpath, tcp proxy": each protocol with the engine that serves it (a reflect
+    // service's UDP is the fast path too; an echo service's TCP the runtime itself).
+    std::string path;
+    auto paths = service.find("paths");
+    if (paths != service.end() && paths->is_object()) {
+      for (const char* protocol : {"udp", "tcp"}) {
+        if (!paths->contains(protocol)) continue;
+        std::string what = string_or(*paths, protocol);
+        if (string_or(service, "mode") == "reflect") what += " reflect";
+        path += (path.empty() ? "" : ", ") + std::string(protocol) + " " + what;
+      }
+    } else {
+      path = string_or(service, "protocols") + " " + string_or(service, "mode");
+    }
+    table.add_row({string_or(service, "name"), vip, path, string_or(service, "balance"),
                    backends.empty() ? "-" : backends});
   }
   return table.render();

@@ -190,12 +190,21 @@ void Daemon::State::register_commands() {
                                             ? it->second
                                             : json{{"address", b.to_string()}, {"state", "unknown"}});
                    }
+                   // Which engine serves each protocol: UDP is balanced (or reflected) by the
+                   // AF_XDP workers, TCP proxied (or echoed) by the io_uring runtime.
+                   json paths = json::object();
+                   bool echo = svc.mode == config::ServiceMode::echo;
+                   if (svc.protocols.udp) paths["udp"] = "fastpath";
+                   if (svc.protocols.tcp) paths["tcp"] = echo ? "echo" : "proxy";
+                   bool balanced = svc.mode == config::ServiceMode::proxy;
                    out.push_back({{"name", svc.name},
                                   {"vip", svc.vip.to_string()},
                                   {"port", svc.port},
                                   {"protocols", protocols_json(svc.protocols)},
                                   {"mode", config::to_string(svc.mode)},
-                                  {"balance", config::to_string(svc.balance)},
+                                  {"paths", std::move(paths)},
+                                  {"balance",
+                                   balanced ? json(config::to_string(svc.balance)) : json(nullptr)},
                                   {"backends", std::move(backends)}});
                    json served = tcp_services.value(svc.name, json(nullptr));
                    json proxy = served.is_object() ? served.value("proxy", json(nullptr)) : json();

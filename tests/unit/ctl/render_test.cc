@@ -119,16 +119,22 @@ TEST(RenderStats, AcceptsLabelsAsAnArrayOfPairs) {
   EXPECT_EQ(series_key("ferry_rx_packets_total", json::object()), "ferry_rx_packets_total{}");
 }
 
-TEST(RenderServices, PrintsOneRowPerServiceWithBackendStates) {
+TEST(RenderServices, PrintsOneRowPerServiceWithItsPathsAndBackendStates) {
   json services = json::parse(R"({"services":[
     {"name":"dns","vip":"10.0.0.10","port":53,"protocols":["udp","tcp"],"mode":"proxy",
+     "paths":{"tcp":"proxy","udp":"fastpath"},
      "balance":"maglev","backends":[{"address":"10.0.1.2:53","state":"up"},
                                     {"address":"10.0.1.3:53","state":"down"}]},
-    {"name":"echo","vip":"::1","port":7007,"protocols":["tcp"],"mode":"echo","backends":[]}]})");
+    {"name":"echo","vip":"::1","port":7007,"protocols":["tcp"],"mode":"echo",
+     "paths":{"tcp":"echo"},"balance":null,"backends":[]},
+    {"name":"ping","vip":"10.0.0.9","port":9,"protocols":["udp"],"mode":"reflect",
+     "paths":{"udp":"fastpath"},"balance":null,"backends":[]}]})");
   EXPECT_EQ(render_services(services),
-            "NAME  VIP:PORT      PROTO    MODE   BALANCE  BACKENDS\n"
-            "dns   10.0.0.10:53  udp,tcp  proxy  maglev   10.0.1.2:53(up),10.0.1.3:53(down)\n"
-            "echo  [::1]:7007    tcp      echo   -        -\n");
+            "NAME  VIP:PORT      PATH                     BALANCE  BACKENDS\n"
+            "dns   10.0.0.10:53  udp fastpath, tcp proxy  maglev   "
+            "10.0.1.2:53(up),10.0.1.3:53(down)\n"
+            "echo  [::1]:7007    tcp echo                 -        -\n"
+            "ping  10.0.0.9:9    udp fastpath reflect     -        -\n");
 }
 
 TEST(RenderServices, SaysSoWhenNoneAreConfigured) {
