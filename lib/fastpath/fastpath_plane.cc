@@ -372,7 +372,7 @@ void FastpathPlane::arm_resolve_wait() {
                              if (ec || !*alive) return;
                              std::uint64_t wakes = 0;
                              if (::read(resolve_wait_.native_handle(), &wakes, sizeof(wakes)) < 0) {
-                               // EAGAIN: another reader got it; the queues are drained anyway.
+                               // Readable, so this does not fail; the queues are drained anyway.
                              }
                              drain_resolutions();
                              arm_resolve_wait();

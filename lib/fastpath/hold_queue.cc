@@ -19,7 +19,7 @@ bool HoldQueue::hold(const NeighbourKey& next_hop, std::uint32_t egress_slot, st
   if (h == kMaxHops) {
     if (free_slot == kMaxHops) return false;
     h = free_slot;
-    hops_[h] = Hop{next_hop, 0, 0, {}, false};
+    hops_[h] = Hop{next_hop, 0, 0, {}};
   }
   Hop& hop = hops_[h];
   if (hop.bytes + len > kMaxBytesPerHop) return false;

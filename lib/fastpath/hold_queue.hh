@@ -79,9 +79,8 @@ class HoldQueue {
     for (std::uint32_t h = 0; h < kMaxHops; ++h) {
       Hop& hop = hops_[h];
       if (hop.frames == 0) continue;
-      if (!hop.timed) {
+      if (hop.since == Clock::time_point{}) {
         hop.since = now;
-        hop.timed = true;
       } else if (now - hop.since >= kTimeout) {
         expired[h] = true;
         any = true;
@@ -102,8 +101,7 @@ class HoldQueue {
     NeighbourKey key{};
     std::uint32_t frames = 0;  // 0: the slot is free
     std::uint32_t bytes = 0;
-    Clock::time_point since{};
-    bool timed = false;
+    Clock::time_point since{};  // when expire() first saw it waiting; {} until then
   };
 
   // Hands the frames `pick` selects to `take` in arrival order and keeps the others in theirs.

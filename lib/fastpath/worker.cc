@@ -146,14 +146,13 @@ bool Worker::serve_held(const Snapshot& snapshot) {
     }
   }
   // The clock is read only while frames are held.
-  std::uint64_t expired[HoldQueue::kMaxFrames];
-  std::uint32_t expired_count = 0;
-  held_.expire(std::chrono::steady_clock::now(),
-               [&](const HoldQueue::Frame& f) { expired[expired_count++] = f.addr; });
-  if (expired_count > 0) {
-    counters_.drops[static_cast<std::size_t>(Drop::neighbour_timeout)].add(expired_count);
-    free_frames({expired, expired_count});
-    moved += expired_count;
+  std::uint32_t expired =
+      held_.expire(std::chrono::steady_clock::now(), [this](const HoldQueue::Frame& f) {
+        free_frames({&f.addr, 1});
+      });
+  if (expired > 0) {
+    counters_.drops[static_cast<std::size_t>(Drop::neighbour_timeout)].add(expired);
+    moved += expired;
   }
   return moved > 0;
 }
@@ -277,10 +276,7 @@ void Worker::run(const std::atomic<bool>& stop, int wake_fd, const std::function
     last_beat = Clock::now();
   }
   // Held frames go back to the slab: the worker stops, and nothing will send them.
-  std::uint64_t held[HoldQueue::kMaxFrames];
-  std::uint32_t held_count = 0;
-  held_.clear([&](const HoldQueue::Frame& f) { held[held_count++] = f.addr; });
-  free_frames({held, held_count});
+  held_.clear([this](const HoldQueue::Frame& f) { free_frames({&f.addr, 1}); });
   publish_account();
   reader_.park();
 }
