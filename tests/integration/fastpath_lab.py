@@ -12,7 +12,7 @@ import struct
 import subprocess
 
 from harness import base_config, check_eq, ok, wait_until
-from netns import Netns, sh
+from netns import Netns, veth
 
 VIP = "10.10.100.10"
 PORT = 5300
@@ -42,6 +42,14 @@ if sys.argv[2:] == ["off"]:
     ethtool(0x17, 0)
 print(ethtool(0x16))
 """
+
+
+def udp_snmp(ns):
+    """{field: value} of the Udp line of /proc/net/snmp in namespace `ns` (InDatagrams,
+    InCsumErrors, RcvbufErrors...)."""
+    lines = [l.split() for l in ns.run("cat", "/proc/net/snmp").stdout.splitlines()
+             if l.startswith("Udp:")]
+    return {k: int(v) for k, v in zip(lines[0][1:], lines[1][1:])}
 
 
 def partial_udp_checksum(src, dst, udp_length):
@@ -166,8 +174,8 @@ class Lab:
         self.echo_log = None
         try:
             self.client, self.gw, self.back = (self.space(t) for t in ("fpc", "fpg", "fpb"))
-            self.link(self.client, "c0", self.gw, "g0")
-            self.link(self.gw, "g1", self.back, "b0")
+            veth(self.client, "c0", self.gw, "g0", queues=2)
+            veth(self.gw, "g1", self.back, "b0", queues=2)
             if mtu:
                 self.client.ip("link", "set", "c0", "mtu", str(mtu))
                 self.gw.ip("link", "set", "g0", "mtu", str(mtu))
@@ -197,12 +205,6 @@ class Lab:
         self.spaces.append(ns)
         return ns
 
-    def link(self, a, name_a, b, name_b):
-        sh("ip", "-n", a.name, "link", "add", name_a, "numrxqueues", "2", "numtxqueues", "2", "type",
-           "veth", "peer", "name", name_b, "netns", b.name, "numrxqueues", "2", "numtxqueues", "2")
-        a.ip("link", "set", name_a, "up")
-        b.ip("link", "set", name_b, "up")
-
     def set_sender_offload(self, ns, ifname):
         """Applies the lab's tx_checksum_offload to a sender veth (also one re-created by a test);
         returns the interface's transmit checksum offload state after it (1 = on)."""
@@ -212,14 +214,9 @@ class Lab:
         return state
 
     def udp_stats(self):
-        """{"client": {field: value}, "backends": {...}}: the Udp line of /proc/net/snmp in the
-        client's and the backends' namespaces."""
-        out = {}
-        for who, ns in (("client", self.client), ("backends", self.back)):
-            lines = [l.split() for l in ns.run("cat", "/proc/net/snmp").stdout.splitlines()
-                     if l.startswith("Udp:")]
-            out[who] = {k: int(v) for k, v in zip(lines[0][1:], lines[1][1:])}
-        return out
+        """{"client": {field: value}, "backends": {...}}: udp_snmp() of the client's and the
+        backends' namespaces."""
+        return {"client": udp_snmp(self.client), "backends": udp_snmp(self.back)}
 
     def udp_csum_errors(self):
         """Udp InCsumErrors of the client's and the backends' namespaces: a datagram ferry

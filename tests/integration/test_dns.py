@@ -15,7 +15,8 @@ import re
 import subprocess
 import time
 
-from harness import FERRYCTL, TestFailure, base_config, check, check_eq, run_tests, running, wait_until
+from fastpath_lab import TX_CSUM, by_label, total, udp_snmp
+from harness import TestFailure, base_config, check, check_eq, run_tests, running, wait_until
 from netns import Netns, sh, veth
 
 DNSMASQ = "/usr/sbin/dnsmasq"
@@ -39,22 +40,9 @@ DNSPERF_QPS = 2000
 DNSPERF_SECONDS = 5
 DNSPERF_CLIENTS = 32  # sockets (source ports): Maglev hashes the 5-tuple, so all 3 backends get some
 
-# ETHTOOL_GTXCSUM (0x16) through SIOCETHTOOL: prints 1 when transmit checksum offload is on.
-TX_CSUM_STATE = r"""
-import ctypes, fcntl, socket, struct, sys
-buf = ctypes.create_string_buffer(struct.pack("II", 0x16, 0))
-ifr = struct.pack("16sP", sys.argv[1].encode(), ctypes.addressof(buf)).ljust(40, b"\0")
-with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-    fcntl.ioctl(s.fileno(), 0x8946, ifr)
-print(struct.unpack("II", buf.raw[:8])[1])
-"""
-
-
 def udp_counters(ns, field):
     """{udp4, udp6} of one UDP counter of the namespace's stack (InCsumErrors, RcvbufErrors...)."""
-    snmp = ns.run("cat", "/proc/net/snmp").stdout.splitlines()
-    udp = [l.split()[1:] for l in snmp if l.startswith("Udp:")]
-    v4 = int(dict(zip(udp[0], udp[1]))[field])
+    v4 = udp_snmp(ns)[field]
     snmp6 = dict(l.split()[:2] for l in ns.run("cat", "/proc/net/snmp6").stdout.splitlines() if l.strip())
     return {"udp4": v4, "udp6": int(snmp6["Udp6" + field])}
 
@@ -88,7 +76,7 @@ class DnsLab:
             self.back.ip("route", "add", "default", "via", GW_BACK4)
             self.back.ip("-6", "route", "add", "default", "via", GW_BACK6)
             for ns, ifname in ((self.client, "c0"), (self.gw, "g0"), (self.gw, "g1"), (self.back, "b0")):
-                state = ns.run("python3", "-c", TX_CSUM_STATE, ifname).stdout.strip()
+                state = ns.run("python3", "-c", TX_CSUM, ifname).stdout.strip()
                 check_eq(state, "1", f"transmit checksum offload of {ifname} (the veth default)")
         except Exception:
             self.close()
@@ -197,60 +185,27 @@ def dns_config(w):
     ])
 
 
-def stats(d, prefix):
-    """[(name, labels, value)] of ferry's metrics starting with `prefix`, read with ferryctl."""
-    r = subprocess.run([FERRYCTL, "--socket", d.socket_path, "--json", "stats", prefix],
-                       capture_output=True, text=True, timeout=20)
-    check_eq(r.returncode, 0, f"ferryctl stats {prefix}: {r.stderr}")
-    out = []
-    for fam in json.loads(r.stdout)["result"]["metrics"]:
-        for s in fam["samples"]:
-            out.append((fam["name"], s["labels"], s["value"]))
-    return out
-
-
-def sum_by(d, family, label):
-    """{value of `label`: sum} of one metric family, over every other label (workers, queues)."""
-    out = {}
-    for name, labels, v in stats(d, family):
-        if name == family:
-            out[labels[label]] = out.get(labels[label], 0) + v
-    return out
-
-
 def drops_by_reason(d):
     """{reason: frames} of ferry_xsk_drops_total."""
-    return sum_by(d, "ferry_xsk_drops_total", "reason")
+    return by_label(d, "ferry_xsk_drops_total", "reason")
 
 
 def kernel_drops(d):
-    return sum_by(d, "ferry_xsk_kernel_drops_total", "reason")
+    return by_label(d, "ferry_xsk_kernel_drops_total", "reason")
 
 
 def fastpath_figures(d):
     """Counters that say where UDP went: XDP matches per service, frames the workers sent per
-    interface, next-hop resolutions the workers asked for, and any hold-queue family ferry has
-    (summed over workers and queues, keyed by the remaining labels)."""
+    interface, next-hop resolutions the workers asked for, and frames held for a next hop and
+    released (summed over workers and queues)."""
     out = {}
-    for name, labels, v in stats(d, "ferry_x"):
-        if name == "ferry_xdp_service_packets_total":
-            key = f"xdp_matched[{labels['service']}]"
-        elif name == "ferry_xsk_tx_packets_total":
-            key = f"tx[{labels['iface']}]"
-        elif name == "ferry_xsk_resolution_requests_total":
-            key = f"resolution[{labels['result']}]"
-        elif "hold" in name:
-            rest = ",".join(f"{k}={x}" for k, x in sorted(labels.items()) if k not in ("worker", "queue"))
-            key = f"{name}[{rest}]"
-        else:
-            continue
-        out[key] = out.get(key, 0) + v
+    for family, label, key in (("ferry_xdp_service_packets_total", "service", "xdp_matched"),
+                               ("ferry_xsk_tx_packets_total", "iface", "tx"),
+                               ("ferry_xsk_resolution_requests_total", "result", "resolution")):
+        out.update({f"{key}[{v}]": n for v, n in by_label(d, family, label).items()})
+    for family in ("ferry_xsk_neighbour_held_total", "ferry_xsk_neighbour_released_total"):
+        out[family] = total(d, family)
     return out
-
-
-def counter(d, family, **match):
-    return sum(v for name, labels, v in stats(d, family)
-               if name == family and all(labels.get(k) == str(x) for k, x in match.items()))
 
 
 def diff(after, before):
@@ -387,13 +342,13 @@ def first_burst_of_a_new_client_is_answered_in_full(w):
                         st = link["stats64"]
                         out[f"veth {link['ifname']}"] = st["tx"]["dropped"] + st["rx"]["dropped"]
                 return out
-            held0, drops0, kdrops0, over0 = (counter(d, "ferry_xsk_neighbour_held_total"),
+            held0, drops0, kdrops0, over0 = (total(d, "ferry_xsk_neighbour_held_total"),
                                              drops_by_reason(d), kernel_drops(d), overflows())
             r = lab.client.run("timeout", "60", "python3", "-c", BURST_SCRIPT, source, vip,
                                str(count), check=False)
             check_eq(r.returncode, 0, f"burst from {source}: {r.stderr}")
             res = json.loads(r.stdout)
-            held = counter(d, "ferry_xsk_neighbour_held_total") - held0
+            held = total(d, "ferry_xsk_neighbour_held_total") - held0
             drops, kdrops, over = (diff(drops_by_reason(d), drops0), diff(kernel_drops(d), kdrops0),
                                    diff(overflows(), over0))
             print(f"first burst {source} -> {vip}: {res}; ferry held {held:.0f} frames for the "
@@ -417,9 +372,9 @@ def tcp_queries_are_proxied(w):
     """dig +tcp to both VIPs: answered by a backend through ferry's io_uring proxy."""
     with serving(w) as (lab, d):
         for vip, src, service in ((VIP4, CLIENT4, "dns4"), (VIP6, CLIENT6, "dns6")):
-            before = counter(d, "ferry_proxy_connections_total", service=service)
+            before = total(d, "ferry_proxy_connections_total", service=service)
             res = dig(lab.client, vip, src, "who.example.test", "TXT", tcp=True, time_s=3)
-            conns = counter(d, "ferry_proxy_connections_total", service=service) - before
+            conns = total(d, "ferry_proxy_connections_total", service=service) - before
             print(f"TCP query {src} -> {vip}: rc {res['rc']} status {res['status']} answer "
                   f"{res['answers']} query time {res['ms']} ms, wall {res['wall_ms']} ms, "
                   f"proxied connections of {service}: {conns}", flush=True)

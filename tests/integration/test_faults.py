@@ -14,7 +14,7 @@ import time
 from fastpath_lab import (BACKENDS, CLIENT, GATEWAY_BACKEND_SIDE, PORT, SINK, VIP, Lab,
                           fastpath_config, frames_by_queue, inside, quiescent, samples, total)
 from harness import Daemon, check, check_eq, ok, run_tests, running, wait_until
-from netns import xdp_attached
+from netns import veth, xdp_attached
 from proxy_peers import Backend, BlockingClient, proxy_service
 
 TCP_PORT = 7400
@@ -211,7 +211,7 @@ def sigkill_under_load_then_restart_serves_within_2s(w):
 
 
 def recreate_g1(lab):
-    lab.link(lab.gw, "g1", lab.back, "b0")
+    veth(lab.gw, "g1", lab.back, "b0", queues=2)
     lab.gw.ip("addr", "add", f"{GATEWAY_BACKEND_SIDE}/24", "dev", "g1")
     for a in BACKENDS:
         lab.back.ip("addr", "add", f"{a}/24", "dev", "b0")
