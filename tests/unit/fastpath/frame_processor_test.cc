@@ -5,7 +5,6 @@
 
 #include <cstring>
 
-#include "lib/packet/checksum.hh"
 #include "lib/packet/parse.hh"
 #include "tests/unit/fastpath/lab_tables.hh"
 
@@ -154,17 +153,15 @@ TEST_F(FrameProcessorTest, NeighbourMissHoldsTheRoutedFrameAndQueuesTheNextHopOn
 }
 
 // What a local stack sends over veth: the pseudo-header sum only (CHECKSUM_PARTIAL).
-void make_partial(std::vector<std::uint8_t>& frame) {
-  packet::ParsedPacket p;
-  ASSERT_EQ(packet::parse_frame({frame.data(), frame.size()}, p), packet::ParseError::none);
-  packet::test::put16(frame, p.l4_checksum_offset(), packet::pseudo_header_sum(p));
+std::vector<std::uint8_t> partial(packet::test::FrameSpec spec) {
+  spec.partial_checksum = true;
+  return build_frame(spec).bytes;
 }
 
 TEST_F(FrameProcessorTest, PartialChecksumsAreFinishedOnEveryForwardingPath) {
-  auto to_backend = build_frame(request()).bytes;
-  auto to_client = build_frame(reply()).bytes;
-  auto routed_frame = build_frame(routed()).bytes;
-  for (auto* frame : {&to_backend, &to_client, &routed_frame}) make_partial(*frame);
+  auto to_backend = partial(request());
+  auto to_client = partial(reply());
+  auto routed_frame = partial(routed());
   ASSERT_EQ(run(to_backend), FrameOutcome::to(1));
   ASSERT_EQ(run(to_client, 1), FrameOutcome::to(0));
   ASSERT_EQ(run(routed_frame), FrameOutcome::to(1));
@@ -188,16 +185,14 @@ TEST_F(FrameProcessorTest, FullChecksumsKeepTheIncrementalUpdateAndWrongOnesStay
 
 TEST_F(FrameProcessorTest, HeldFramesHaveTheirPartialChecksumFinishedAlready) {
   snapshot_ = snapshot(config_tables(lab_config()), next_hop_tables(false));
-  auto frame = build_frame(request()).bytes;
-  make_partial(frame);
+  auto frame = partial(request());
   ASSERT_EQ(run(frame).fate, Fate::hold);
   expect_checksums_valid(frame);
   EXPECT_EQ(counters_.checksums_partial.value(), 1u);
 }
 
 TEST_F(FrameProcessorTest, DroppedPartialFramesAreNotFinished) {
-  auto frame = build_frame(routed(1)).bytes;
-  make_partial(frame);
+  auto frame = partial(routed(1));
   auto before = frame;
   EXPECT_EQ(run(frame), FrameOutcome::dropped(Drop::ttl_expired));
   EXPECT_EQ(frame, before);

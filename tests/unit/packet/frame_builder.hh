@@ -47,6 +47,7 @@ struct FrameSpec {
   std::uint32_t ipv4_option_bytes = 0;  // multiple of 4, <= 40
   std::uint32_t tcp_option_bytes = 0;   // multiple of 4, <= 40
   bool udp_no_checksum = false;         // send 0 ("no checksum")
+  bool partial_checksum = false;        // the pseudo-header sum only (CHECKSUM_PARTIAL, veth)
   std::uint32_t pad_to_bytes = 0;       // Ethernet padding after the IP packet
   std::array<std::uint8_t, 6> dst_mac = {0x02, 0, 0, 0, 0, 0x02};
   std::array<std::uint8_t, 6> src_mac = {0x02, 0, 0, 0, 0, 0x01};
@@ -137,10 +138,12 @@ inline BuiltFrame build_frame(const FrameSpec& s) {
     pseudo.insert(pseudo.end(), {0, 0, static_cast<std::uint8_t>(l4_len >> 8),
                                  static_cast<std::uint8_t>(l4_len), 0, 0, 0, s.protocol});
   }
+  std::uint16_t pseudo_only = reference_sum(pseudo);
   pseudo.insert(pseudo.end(), f.begin() + l4, f.end());
   auto checksum = static_cast<std::uint16_t>(~reference_sum(pseudo));
   if (udp && checksum == 0) checksum = 0xffff;
   if (udp && s.udp_no_checksum) checksum = 0;
+  if (s.partial_checksum) checksum = pseudo_only;
   put16(f, l4 + (udp ? 6 : 16), checksum);
   if (f.size() < s.pad_to_bytes) f.resize(s.pad_to_bytes, 0);
   return out;
