@@ -320,7 +320,7 @@ for checksum in checksums:
                      f"finished (`ferry_xsk_checksums_finished_total{{kind=\"partial\"}}`) for "
                      f"{delivered:,} datagrams delivered"
                      + ((" (every one)" if finished == delivered else
-                         " (a ferryd without checksum finishing: the receivers would drop them)")
+                         " (the others reach their receivers with a checksum they drop)")
                         if checksum == "partial" else
                         ": only those whose complete checksum happens to equal the pseudo-header "
                         "sum (about 1 in 65,536 with the cycling ports), which ferry cannot tell "
