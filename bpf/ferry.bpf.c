@@ -32,7 +32,7 @@ struct {
 
 struct {
   __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-  __uint(max_entries, FERRY_MAX_SERVICES);
+  __uint(max_entries, FERRY_SERVICE_COUNTER_SLOTS);
   __type(key, __u32);
   __type(value, struct ferry_action_counter);
 } service_counters SEC(".maps");
@@ -113,11 +113,13 @@ static __always_inline int verdict(struct xdp_md *ctx, __u32 action, int xdp_act
 }
 
 /* Steers the frame into the AF_XDP socket of its (interface, rx queue); an interface without a
- * slot or an unbound queue falls back to the kernel. The service counter counts every match; the
- * action counter says whether it was redirected. */
-static __always_inline int steer(struct xdp_md *ctx, __u32 service_id) {
+ * slot or an unbound queue falls back to the kernel. The service counter counts every match, by
+ * direction; the action counter says whether it was redirected. */
+static __always_inline int steer(struct xdp_md *ctx, __u32 service_id, __u32 direction) {
   __u64 bytes = ctx->data_end - ctx->data;
-  if (service_id < FERRY_MAX_SERVICES) count_into(&service_counters, service_id, bytes);
+  if (service_id < FERRY_MAX_SERVICES) {
+    count_into(&service_counters, ferry_service_slot(service_id, direction), bytes);
+  }
   __u32 ifindex = ctx->ingress_ifindex;
   __u32 *slot = bpf_map_lookup_elem(&ifslots, &ifindex);
   __u32 queue = ctx->rx_queue_index;
@@ -134,10 +136,10 @@ static __always_inline int steer(struct xdp_md *ctx, __u32 service_id) {
 static __always_inline int classify_udp(struct xdp_md *ctx, struct ferry_endpoint_key *dst,
                                         struct ferry_endpoint_key *src, int routed) {
   struct ferry_service_value *svc = bpf_map_lookup_elem(&services, dst);
-  if (svc) return steer(ctx, svc->service_id);
+  if (svc) return steer(ctx, svc->service_id, FERRY_DIRECTION_IN);
   svc = bpf_map_lookup_elem(&backends, src);
-  if (svc) return steer(ctx, svc->service_id);
-  if (routed) return steer(ctx, FERRY_MAX_SERVICES);
+  if (svc) return steer(ctx, svc->service_id, FERRY_DIRECTION_OUT);
+  if (routed) return steer(ctx, FERRY_MAX_SERVICES, FERRY_DIRECTION_IN);
   return verdict(ctx, FERRY_ACTION_PASS, XDP_PASS);
 }
 

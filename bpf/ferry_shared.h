@@ -31,6 +31,19 @@ enum ferry_action {
   FERRY_ACTION_COUNT = 6,
 };
 
+/* Slots of the per-CPU `service_counters` array: each service counts the frames to its VIP
+ * (in) apart from its backends' replies (out). */
+enum ferry_direction {
+  FERRY_DIRECTION_IN = 0,  /* to a service's (vip, port, proto) */
+  FERRY_DIRECTION_OUT = 1, /* from one of its backends: a reply */
+  FERRY_DIRECTION_COUNT = 2,
+};
+#define FERRY_SERVICE_COUNTER_SLOTS (FERRY_MAX_SERVICES * FERRY_DIRECTION_COUNT)
+
+static inline __u32 ferry_service_slot(__u32 service_id, __u32 direction) {
+  return service_id * FERRY_DIRECTION_COUNT + direction;
+}
+
 /* The XSKMAP key of (interface slot, rx queue). */
 static inline __u32 ferry_xsk_key(__u32 slot, __u32 queue) { return slot * FERRY_MAX_QUEUES + queue; }
 
@@ -49,7 +62,7 @@ struct ferry_endpoint_key {
 };
 
 struct ferry_service_value {
-  __u32 service_id; /* index into service_counters, < FERRY_MAX_SERVICES */
+  __u32 service_id; /* < FERRY_MAX_SERVICES: its service_counters are ferry_service_slot() */
   __u32 flags;
 };
 

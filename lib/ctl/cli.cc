@@ -22,7 +22,7 @@ struct CommandName {
 constexpr CommandName kCommands[] = {
     {"status", Command::status},   {"stats", Command::stats},   {"services", Command::services},
     {"workers", Command::workers}, {"config", Command::config}, {"reload", Command::reload},
-    {"watch", Command::watch},     {"help", Command::help},
+    {"watch", Command::watch},     {"top", Command::top},       {"help", Command::help},
 };
 
 CtlError usage_error(const std::string& message) {
@@ -54,6 +54,7 @@ Invocation parse_command_line(const std::vector<std::string>& args, const char* 
   std::vector<std::string> positional;
   bool interval_given = false;
   bool count_given = false;
+  std::string_view top_only;  // the last option given that only top takes
   bool options_done = false;
 
   for (std::size_t i = 0; i < args.size(); ++i) {
@@ -103,6 +104,26 @@ Invocation parse_command_line(const std::vector<std::string>& args, const char* 
     } else if (name == "--count") {
       inv.count = parse_int(name, value(), 1);
       count_given = true;
+    } else if (name == "--once") {
+      flag();
+      inv.count = 1;
+      count_given = true;
+      top_only = name;
+    } else if (name == "--backends") {
+      flag();
+      inv.backends = true;
+      top_only = name;
+    } else if (name == "--reasons") {
+      flag();
+      inv.reasons = true;
+      top_only = name;
+    } else if (name == "--sort") {
+      std::string_view how = value();
+      if (how != "traffic" && how != "name") {
+        throw usage_error(fmt::format("--sort takes 'traffic' or 'name', got '{}'", how));
+      }
+      inv.sort_by_name = how == "name";
+      top_only = name;
     } else if (name == "--help" || name == "-h") {
       flag();
       inv.command = Command::usage;
@@ -127,9 +148,13 @@ Invocation parse_command_line(const std::vector<std::string>& args, const char* 
     inv.prefixes = positional;
     inv.prefix = common_prefix(positional);
   }
-  if ((interval_given || count_given) && inv.command != Command::watch) {
-    throw usage_error(
-        fmt::format("{} only applies to watch", interval_given ? "--interval-ms" : "--count"));
+  const bool repeats = inv.command == Command::watch || inv.command == Command::top;
+  if ((interval_given || count_given) && !repeats && top_only.empty()) {
+    throw usage_error(fmt::format("{} only applies to watch and top",
+                                  interval_given ? "--interval-ms" : "--count"));
+  }
+  if (!top_only.empty() && inv.command != Command::top) {
+    throw usage_error(fmt::format("{} only applies to top", top_only));
   }
   return inv;
 }
@@ -147,14 +172,20 @@ Commands:
   config               the running configuration
   reload               re-read the config file (ferryd keeps the old one if it is invalid)
   watch [PREFIX...]    stats every interval, with per-second rates of counters
+  top                  live view: a row per service with its traffic each way, active
+                       connections, drops and errors per second
   help                 the commands ferryd itself offers
 
 Options (before or after the command):
   -s, --socket PATH    control socket (default $FERRY_SOCKET, else {})
   -j, --json           print ferryd's whole JSON response instead of a table
       --timeout-ms N   give up when ferryd has not answered within N ms (default 5000; 0 = wait)
-      --interval-ms N  watch: time between snapshots (default 1000)
-      --count N        watch: stop after N snapshots (default: until Ctrl-C)
+      --interval-ms N  watch, top: time between snapshots (default 1000)
+      --count N        watch, top: stop after N frames (default: until Ctrl-C)
+      --once           top: one frame (rates over one interval), for scripts
+      --backends       top: a row per backend under its service
+      --reasons        top: drops and errors by reason under each row
+      --sort HOW       top: 'traffic' (busiest first, the default) or 'name'
   -h, --help           this text
   -V, --version        ferryctl's version
 

@@ -16,6 +16,7 @@ enum class Command {
   config,
   reload,
   watch,
+  top,
   help,
   usage,
   version
@@ -28,8 +29,11 @@ struct Invocation {
   int timeout_ms = 5000;  // 0 = wait forever
   std::string prefix;     // stats and watch: sent to ferryd, the common start of `prefixes`
   std::vector<std::string> prefixes;  // stats and watch: every PREFIX argument
-  int interval_ms = 1000;             // watch
-  int count = 0;                      // watch: snapshots to show, 0 = until Ctrl-C
+  int interval_ms = 1000;             // watch, top
+  int count = 0;                      // watch, top: frames to show, 0 = until Ctrl-C
+  bool backends = false;              // top --backends
+  bool reasons = false;               // top --reasons
+  bool sort_by_name = false;          // top --sort name (else busiest first)
 };
 
 // `args` excludes argv[0]. Options may come before or after the command, as "--opt value" or

@@ -17,7 +17,7 @@ std::string common_prefix(const std::vector<std::string>& prefixes) {
 
 nlohmann::json keep_prefixes(nlohmann::json stats_result,
                              const std::vector<std::string>& prefixes) {
-  if (prefixes.size() < 2 || !stats_result.is_object()) return stats_result;
+  if (prefixes.empty() || !stats_result.is_object()) return stats_result;
   auto families = stats_result.find("metrics");
   if (families == stats_result.end() || !families->is_array()) return stats_result;
   nlohmann::json kept = nlohmann::json::array();

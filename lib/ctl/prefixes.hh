@@ -12,7 +12,7 @@ namespace ferry::ctl {
 std::string common_prefix(const std::vector<std::string>& prefixes);
 
 // `stats_result` ({"metrics":[{"name":..},..]}) with only the families whose name starts with one
-// of `prefixes`; unchanged when `prefixes` has fewer than two entries or the shape is unexpected.
+// of `prefixes`; unchanged when `prefixes` is empty or the shape is unexpected.
 nlohmann::json keep_prefixes(nlohmann::json stats_result, const std::vector<std::string>& prefixes);
 
 }  // namespace ferry::ctl

@@ -19,8 +19,15 @@ namespace {
 
 using json = nlohmann::json;
 
+std::string list_table(const std::string& key, const json& rows);
+
+bool is_object_list(const json& value) {
+  return value.is_array() && !value.empty() &&
+         std::all_of(value.begin(), value.end(), [](const json& v) { return v.is_object(); });
+}
+
 // "key: value" lines. Nested objects flatten to "a.b: value" so nothing the daemon adds later
-// is lost, and the lines stay greppable.
+// is lost, and the lines stay greppable; lists of objects become tables after the lines.
 class KeyValueLines {
  public:
   void add(std::string key, std::string value) {
@@ -31,6 +38,10 @@ class KeyValueLines {
       for (const auto& [child, child_value] : value.items()) {
         add_generic(key + "." + child, child_value);
       }
+      return;
+    }
+    if (is_object_list(value)) {
+      tables_ += "\n" + key + ":\n" + list_table(key, value);
       return;
     }
     add(key, format_value(value));
@@ -46,9 +57,11 @@ class KeyValueLines {
     for (const auto& [key, value] : lines_) out += fmt::format("{}: {}\n", key, value);
     return out;
   }
+  const std::string& tables() const { return tables_; }
 
  private:
   std::vector<std::pair<std::string, std::string>> lines_;
+  std::string tables_;
 };
 
 // Removes and returns object[key]; what is not taken is printed generically at the end.
@@ -91,21 +104,42 @@ std::string string_or(const json& object, const char* key, std::string fallback 
 
 // A table of JSON objects: `known` columns first, then one column per further key that passes
 // `extra_ok` in any row (first-seen order), headed by the key in capitals.
+// A table cell for any value: objects as "k=v,k=v" (nested ones too), a list of objects as its
+// length; never JSON.
+std::string format_cell(const json& value) {
+  if (value.is_object()) {
+    std::string out;
+    for (const auto& [key, child] : value.items()) {
+      out += (out.empty() ? "" : ",") + key + "=" + format_cell(child);
+    }
+    return out.empty() ? "-" : out;
+  }
+  if (value.is_array() && !std::all_of(value.begin(), value.end(), is_scalar)) {
+    return fmt::format("{} entries", value.size());
+  }
+  return format_value(value);
+}
+
 struct KnownColumn {
   const char* key;
   Column column;
   std::function<std::string(const json&)> format = format_value;
 };
 
+// Keys a table leaves out because another column already says it.
+using HiddenKeys = std::vector<std::string_view>;
+
 std::string object_rows_table(const json& rows, const std::vector<KnownColumn>& known,
-                              const std::function<bool(const json&)>& extra_ok) {
+                              const std::function<bool(const json&)>& extra_ok,
+                              const HiddenKeys& hidden = {}) {
   std::vector<std::string> extras;
   for (const json& row : rows) {
     if (!row.is_object()) continue;
     for (const auto& [key, value] : row.items()) {
       bool is_known = std::any_of(known.begin(), known.end(),
                                   [&](const KnownColumn& k) { return key == k.key; });
-      if (is_known || !extra_ok(value)) continue;
+      bool is_hidden = std::find(hidden.begin(), hidden.end(), key) != hidden.end();
+      if (is_known || is_hidden || !extra_ok(value)) continue;
       if (std::find(extras.begin(), extras.end(), key) == extras.end()) extras.push_back(key);
     }
   }
@@ -126,7 +160,7 @@ std::string object_rows_table(const json& rows, const std::vector<KnownColumn>& 
     }
     for (const std::string& key : extras) {
       auto it = row.find(key);
-      cells.push_back(it == row.end() || !extra_ok(*it) ? "-" : format_value(*it));
+      cells.push_back(it == row.end() || !extra_ok(*it) ? "-" : format_cell(*it));
     }
     table.add_row(std::move(cells));
   }
@@ -149,6 +183,34 @@ std::string histogram_cell(const json& sample) {
 bool is_histogram_sample(const std::string& type, const json& sample) {
   if (type == "histogram") return true;
   return type.empty() && sample.contains("buckets") && !sample.contains("value");
+}
+
+std::string age_cell(const json& age_ms) {
+  return age_ms.is_number() ? format_age_ms(age_ms.get<double>()) + " ago" : format_value(age_ms);
+}
+
+const auto kAnyValue = [](const json&) { return true; };
+
+// A list of objects in `status`: the known ones with chosen columns, others with a column per key.
+std::string list_table(const std::string& key, const json& rows) {
+  if (key == "health.backends") {
+    return object_rows_table(rows,
+                             {{"service", Column{"SERVICE", Align::left}},
+                              {"address", Column{"BACKEND", Align::left}},
+                              {"state", Column{"STATE", Align::left}},
+                              {"last_check_age_ms", Column{"LAST CHECK", Align::right}, age_cell},
+                              {"checks", Column{"CHECKS", Align::left}, format_cell},
+                              {"last_error", Column{"LAST ERROR", Align::left}}},
+                             kAnyValue,
+                             {"checked", "up", "consecutive_failures", "consecutive_successes"});
+  }
+  if (key == "tcp.listeners") {
+    return object_rows_table(rows,
+                             {{"service", Column{"SERVICE", Align::left}},
+                              {"address", Column{"LISTEN", Align::left}}},
+                             kAnyValue);
+  }
+  return object_rows_table(rows, {}, kAnyValue);
 }
 
 }  // namespace
@@ -299,7 +361,7 @@ std::string render_status(const json& result) {
 
   std::string out = lines.render();
   if (!interfaces_table.empty()) out += "\n" + interfaces_table;
-  return out;
+  return out + lines.tables();
 }
 
 std::string render_stats(const json& result, const SeriesRates* rates) {

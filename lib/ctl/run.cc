@@ -8,6 +8,7 @@
 #include "lib/ctl/error.hh"
 #include "lib/ctl/prefixes.hh"
 #include "lib/ctl/render.hh"
+#include "lib/ctl/top.hh"
 #include "lib/ctl/watch.hh"
 
 namespace ferry::ctl {
@@ -67,6 +68,20 @@ int run_or_throw(const Invocation& inv, Terminal& term) {
     options.json = inv.json;
     options.stop_requested = term.stop_requested;
     run_watch(client, options, term.out);
+    return 0;
+  }
+
+  if (inv.command == Command::top) {
+    TopOptions options;
+    options.interval_ms = inv.interval_ms;
+    options.count = inv.count;
+    options.backends = inv.backends;
+    options.reasons = inv.reasons;
+    options.sort = inv.sort_by_name ? TopSort::name : TopSort::traffic;
+    options.clear_screen = term.out_is_tty && !inv.json;
+    options.json = inv.json;
+    options.stop_requested = term.stop_requested;
+    run_top(client, options, term.out);
     return 0;
   }
 

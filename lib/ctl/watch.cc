@@ -1,14 +1,11 @@
 // `ferryctl watch`: stats snapshots on one connection, counter rates between successive
-// snapshots, and a header with the daemon's pid, uptime and total packet and bit rates.
+// snapshots, and a header with the daemon's pid, uptime and the gateway's traffic rates.
 #include "lib/ctl/watch.hh"
 
 #include <fmt/format.h>
 #include <poll.h>
 
-#include <cerrno>
-#include <chrono>
 #include <ctime>
-#include <map>
 
 #include "lib/ctl/prefixes.hh"
 #include "lib/ctl/units.hh"
@@ -21,31 +18,7 @@ using Clock = std::chrono::steady_clock;
 
 constexpr std::string_view kClearScreen = "\x1b[H\x1b[2J";
 
-// Calls fn(name, labels, value) for every counter sample with a numeric value.
-template <typename Fn>
-void for_each_counter(const json& stats, Fn&& fn) {
-  if (!stats.is_object()) return;
-  auto families = stats.find("metrics");
-  if (families == stats.end() || !families->is_array()) return;
-  for (const json& family : *families) {
-    if (!family.is_object() || family.value("type", "") != "counter") continue;
-    auto name = family.find("name");
-    auto samples = family.find("samples");
-    if (name == family.end() || !name->is_string()) continue;
-    if (samples == family.end() || !samples->is_array()) continue;
-    for (const json& sample : *samples) {
-      if (!sample.is_object()) continue;
-      auto value = sample.find("value");
-      if (value == sample.end() || !value->is_number()) continue;
-      fn(name->get_ref<const std::string&>(), sample.value("labels", json::object()),
-         value->get<double>());
-    }
-  }
-}
-
-bool ends_with(std::string_view text, std::string_view suffix) {
-  return text.size() >= suffix.size() && text.substr(text.size() - suffix.size()) == suffix;
-}
+}  // namespace
 
 std::string wall_clock() {
   std::time_t now = std::time(nullptr);
@@ -56,7 +29,6 @@ std::string wall_clock() {
   return text;
 }
 
-// Sleeps until `until` unless stop is requested; a signal (Ctrl-C) cuts poll() short.
 void sleep_until(Clock::time_point until, const std::function<bool()>& stop_requested) {
   while (!stop_requested()) {
     auto left = std::chrono::ceil<std::chrono::milliseconds>(until - Clock::now()).count();
@@ -65,41 +37,8 @@ void sleep_until(Clock::time_point until, const std::function<bool()>& stop_requ
   }
 }
 
-}  // namespace
-
-SeriesRates compute_rates(const json& previous, const json& current, double elapsed_seconds) {
-  SeriesRates rates;
-  if (!(elapsed_seconds > 0)) return rates;
-  std::map<std::string, double> before;
-  for_each_counter(previous, [&](const std::string& name, const json& labels, double value) {
-    before[series_key(name, labels)] = value;
-  });
-  for_each_counter(current, [&](const std::string& name, const json& labels, double value) {
-    std::string key = series_key(name, labels);
-    auto it = before.find(key);
-    if (it == before.end()) return;
-    double increase = value >= it->second ? value - it->second : value;
-    rates[key] = increase / elapsed_seconds;
-  });
-  return rates;
-}
-
-Throughput total_throughput(const json& stats, const SeriesRates& rates) {
-  Throughput total;
-  for_each_counter(stats, [&](const std::string& name, const json& labels, double) {
-    auto it = rates.find(series_key(name, labels));
-    if (it == rates.end()) return;
-    if (ends_with(name, "_packets_total")) {
-      total.packets_per_second = total.packets_per_second.value_or(0) + it->second;
-    } else if (ends_with(name, "_bytes_total")) {
-      total.bits_per_second = total.bits_per_second.value_or(0) + it->second * 8;
-    }
-  });
-  return total;
-}
-
-std::string render_watch_frame(std::string_view clock, const json& status, const json& stats,
-                               const SeriesRates* rates) {
+std::string render_header(std::string_view clock, const json& status, const json& stats,
+                          const SeriesRates* rates) {
   std::string header(clock);
   if (status.is_object()) {
     if (status.contains("pid")) header += "  ferryd pid " + format_value(status["pid"]);
@@ -107,18 +46,21 @@ std::string render_watch_frame(std::string_view clock, const json& status, const
       header += "  up " + format_duration(status["uptime_seconds"].get<double>());
     }
   }
-  Throughput total = rates ? total_throughput(stats, *rates) : Throughput{};
-  header += "  " + (total.packets_per_second ? format_si(*total.packets_per_second, "pps")
-                                             : std::string("- pps"));
-  header += "  " + (total.bits_per_second ? format_si(*total.bits_per_second, "bps")
-                                          : std::string("- bps"));
+  std::string traffic = format_traffic(gateway_traffic(StatsIndex(stats, rates)));
+  if (!traffic.empty()) header += "  " + traffic;
+  return header;
+}
+
+std::string render_watch_frame(std::string_view clock, const json& status, const json& stats,
+                               const json& shown, const SeriesRates* rates) {
   static const SeriesRates kNoRatesYet;
-  return header + "\n\n" + render_stats(stats, rates ? rates : &kNoRatesYet);
+  return render_header(clock, status, stats, rates) + "\n\n" +
+         render_stats(shown, rates ? rates : &kNoRatesYet);
 }
 
 void run_watch(Client& client, const WatchOptions& options, std::ostream& out) {
-  json args = json::object();
-  if (!options.prefix.empty()) args["prefix"] = options.prefix;
+  json json_args = json::object();
+  if (!options.prefix.empty()) json_args["prefix"] = options.prefix;
   const auto interval = std::chrono::milliseconds(options.interval_ms);
 
   json previous;
@@ -134,7 +76,7 @@ void run_watch(Client& client, const WatchOptions& options, std::ostream& out) {
     if (options.stop_requested()) break;
 
     if (options.json) {
-      Response stats = client.call("stats", args);
+      Response stats = client.call("stats", json_args);
       if (stats.ok && options.prefixes.size() > 1) {
         stats.raw["result"] = keep_prefixes(stats.raw["result"], options.prefixes);
       }
@@ -143,7 +85,7 @@ void run_watch(Client& client, const WatchOptions& options, std::ostream& out) {
       continue;
     }
     json status = expect_ok(client.call("status"));
-    json stats = keep_prefixes(expect_ok(client.call("stats", args)), options.prefixes);
+    json stats = expect_ok(client.call("stats"));
     Clock::time_point at = Clock::now();
 
     std::optional<SeriesRates> rates;
@@ -151,7 +93,9 @@ void run_watch(Client& client, const WatchOptions& options, std::ostream& out) {
       rates =
           compute_rates(previous, stats, std::chrono::duration<double>(at - previous_at).count());
     }
-    std::string frame = render_watch_frame(wall_clock(), status, stats, rates ? &*rates : nullptr);
+    std::string frame =
+        render_watch_frame(wall_clock(), status, stats, keep_prefixes(stats, options.prefixes),
+                           rates ? &*rates : nullptr);
     if (options.clear_screen) {
       out << kClearScreen;
     } else if (shown > 0) {

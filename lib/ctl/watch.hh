@@ -1,7 +1,8 @@
 // `ferryctl watch`: stats snapshots on one connection, counter rates between successive
-// snapshots, and a header with the daemon's pid, uptime and total packet and bit rates.
+// snapshots, and a header with the daemon's pid, uptime and the gateway's traffic rates.
 #pragma once
 
+#include <chrono>
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -12,34 +13,32 @@
 
 #include "lib/ctl/client.hh"
 #include "lib/ctl/render.hh"
+#include "lib/ctl/series.hh"
 
 namespace ferry::ctl {
 
-// Per-second rates of the counters in `current` that also appear in `previous` (same name and
-// labels), `elapsed_seconds` apart. A counter that went down was reset (ferryd restarted, or a
-// worker was replaced) and counts from zero, as Prometheus' rate() does: value / elapsed. A
-// series new in `current` gets no rate ("-"): how much of its value is recent is unknown.
-// Gauges and histograms get none; elapsed_seconds <= 0 gives none.
-SeriesRates compute_rates(const nlohmann::json& previous, const nlohmann::json& current,
-                          double elapsed_seconds);
+// "20:00:01  ferryd pid 1234  up 3m 4s  " then format_traffic() of `stats`: the first line of
+// `watch` and `top`.
+std::string render_header(std::string_view clock, const nlohmann::json& status,
+                          const nlohmann::json& stats, const SeriesRates* rates);
 
-// Sums of counter rates: series named "*_packets_total" as packets/s, "*_bytes_total" * 8 as
-// bits/s. Each is empty when no such series has a rate.
-struct Throughput {
-  std::optional<double> packets_per_second;
-  std::optional<double> bits_per_second;
-};
-Throughput total_throughput(const nlohmann::json& stats, const SeriesRates& rates);
-
-// One screenful: header line ("20:00:01  ferryd pid 1234  up 3m 4s  1.23 kpps  9.84 Mbps"), a
-// blank line, then the stats table with its RATE/s column. `rates` is null for the first
-// snapshot; `clock` is the wall time to show.
+// One screenful: render_header(), a blank line, then the stats table of `shown` (the families
+// asked for) with its RATE/s column. `stats` is every family (the header's traffic comes from
+// counters the operator may not have asked to see); `rates` is null for the first snapshot.
 std::string render_watch_frame(std::string_view clock, const nlohmann::json& status,
-                               const nlohmann::json& stats, const SeriesRates* rates);
+                               const nlohmann::json& stats, const nlohmann::json& shown,
+                               const SeriesRates* rates);
+
+// Sleeps until `until` unless stop is requested; a signal (Ctrl-C) cuts poll() short.
+void sleep_until(std::chrono::steady_clock::time_point until,
+                 const std::function<bool()>& stop_requested);
+
+// The wall clock as "HH:MM:SS".
+std::string wall_clock();
 
 struct WatchOptions {
-  std::string prefix;                 // sent as {"prefix": ...} when not empty
-  std::vector<std::string> prefixes;  // with two or more, only families matching one are shown
+  std::string prefix;                 // --json: sent as {"prefix": ...} when not empty
+  std::vector<std::string> prefixes;  // only families matching one are shown (all when empty)
   int interval_ms = 1000;
   int count = 0;              // snapshots to show; 0 = until stop_requested()
   bool clear_screen = false;  // stdout is a terminal: redraw in place

@@ -188,7 +188,10 @@ void Daemon::State::register_commands() {
                      auto it = health_of.find({svc.name, b.to_string()});
                      backends.push_back(it != health_of.end()
                                             ? it->second
-                                            : json{{"address", b.to_string()}, {"state", "unknown"}});
+                                            : json{{"address", b.to_string()},
+                                                   {"state", "unknown"},
+                                                   {"up", true},  // unchecked backends take traffic
+                                                   {"checked", false}});
                    }
                    // Which engine serves each protocol: UDP is balanced (or reflected) by the
                    // AF_XDP workers, TCP proxied (or echoed) by the io_uring runtime.

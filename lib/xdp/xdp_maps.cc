@@ -102,9 +102,11 @@ void XdpMapSync::apply(const XdpMapFds& fds, const config::Config& config) {
       ++it;
     } else {
       id_used_[it->second] = false;
-      std::uint32_t slot = it->second;
       std::vector<bpf::ferry_action_counter> zero(static_cast<std::size_t>(libbpf_num_possible_cpus()));
-      bpf_map_update_elem(fds.service_counters, &slot, zero.data(), BPF_ANY);
+      for (std::uint32_t direction = 0; direction < bpf::FERRY_DIRECTION_COUNT; ++direction) {
+        std::uint32_t slot = bpf::ferry_service_slot(it->second, direction);
+        bpf_map_update_elem(fds.service_counters, &slot, zero.data(), BPF_ANY);
+      }
       it = service_ids_.erase(it);
     }
   }

@@ -13,8 +13,9 @@ constexpr const char* kActionNames[bpf::FERRY_ACTION_COUNT] = {
 constexpr const char* kPacketsHelp = "Frames seen by the XDP program, by verdict.";
 constexpr const char* kBytesHelp = "Bytes of frames seen by the XDP program, by verdict.";
 constexpr const char* kAttachedHelp = "1 for each interface the XDP program is attached to.";
+constexpr const char* kDirectionNames[bpf::FERRY_DIRECTION_COUNT] = {"in", "out"};
 constexpr const char* kServicePacketsHelp =
-    "Frames the XDP program matched to each service (requests to the VIP and backend replies).";
+    "Frames the XDP program matched to each service: to its VIP (in), its backends' replies (out).";
 constexpr const char* kServiceBytesHelp = "Bytes of the frames matched to each service.";
 
 // A deleted interface takes its XDP link with it; one re-created under the same name has a new
@@ -107,11 +108,14 @@ void XdpPlane::collect(metrics::SnapshotBuilder& out) const {
                   static_cast<double>(totals[i].bytes));
     }
     for (const auto& [name, id] : maps_.service_ids()) {
-      auto t = program_->read_service_totals(id);
-      out.counter("ferry_xdp_service_packets_total", kServicePacketsHelp, {{"service", name}},
-                  static_cast<double>(t.packets));
-      out.counter("ferry_xdp_service_bytes_total", kServiceBytesHelp, {{"service", name}},
-                  static_cast<double>(t.bytes));
+      for (std::uint32_t direction = 0; direction < bpf::FERRY_DIRECTION_COUNT; ++direction) {
+        auto t = program_->read_service_totals(id, direction);
+        metrics::Labels labels{{"direction", kDirectionNames[direction]}, {"service", name}};
+        out.counter("ferry_xdp_service_packets_total", kServicePacketsHelp, labels,
+                    static_cast<double>(t.packets));
+        out.counter("ferry_xdp_service_bytes_total", kServiceBytesHelp, labels,
+                    static_cast<double>(t.bytes));
+      }
     }
   }
   for (const auto& [name, a] : attachments_) {

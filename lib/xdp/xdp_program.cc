@@ -109,8 +109,10 @@ std::array<ActionTotals, bpf::FERRY_ACTION_COUNT> XdpProgram::read_action_totals
   return totals;
 }
 
-ActionTotals XdpProgram::read_service_totals(std::uint32_t service_id) const {
-  return sum_per_cpu(bpf_map__fd(skeleton_->maps.service_counters), service_id);
+ActionTotals XdpProgram::read_service_totals(std::uint32_t service_id,
+                                             std::uint32_t direction) const {
+  return sum_per_cpu(bpf_map__fd(skeleton_->maps.service_counters),
+                     bpf::ferry_service_slot(service_id, direction));
 }
 
 XdpMapFds XdpProgram::map_fds() const {

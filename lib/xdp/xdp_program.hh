@@ -59,8 +59,8 @@ class XdpProgram {
 
   // Sums the per-CPU counter slots.
   std::array<ActionTotals, bpf::FERRY_ACTION_COUNT> read_action_totals() const;
-  // Redirected frames of one service slot, summed over CPUs.
-  ActionTotals read_service_totals(std::uint32_t service_id) const;
+  // Frames matched to one service in one direction (bpf::ferry_direction), summed over CPUs.
+  ActionTotals read_service_totals(std::uint32_t service_id, std::uint32_t direction) const;
   int program_fd() const;
   XdpMapFds map_fds() const;
 

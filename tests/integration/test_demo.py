@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """`make demo` end to end: tests/lab/demo.sh builds its netns lab, runs ferryd on
-etc/ferry/demo.json, drives UDP and TCP traffic, and its summary must show answers from all three
-backends on both paths, no errors, and every namespace removed afterwards; interrupted with
+etc/ferry/demo.json, drives UDP and TCP traffic, shows `ferryctl top`, and its summary must show
+answers from all three backends on both paths, no errors, and every namespace removed afterwards; interrupted with
 Ctrl-C (SIGINT) halfway, it must still remove everything it created."""
 import os
 import re
@@ -51,6 +51,19 @@ def test_demo_balances_both_paths_and_cleans_up(_workdir):
     out = run.stdout + run.stderr
     assert run.returncode == 0, out[-4000:]
     summary = out[out.index("== summary"):]
+    # It reads cleanly: quiet backends, the live view (ferryctl top, a frame every 5 s off a
+    # terminal) with every service and its backends up, and a summary that fits on one screen.
+    assert "Traceback" not in out, out[-4000:]
+    live = out[out.index("== traffic"):out.index("== summary")]
+    for row in (r"dns-demo\s+udp\s+10\.77\.0\.10:5353\s+fastpath\s+3/3 up",
+                r"web-demo\s+tcp\s+10\.77\.0\.10:8080\s+proxy\s+3/3 up",
+                r"echo\s+tcp\s+127\.0\.0\.1:7007\s+echo"):
+        assert re.search(row, live), live
+    assert re.search(r"fast path rx [\d.]+ kpps", live), live
+    summary_lines = summary.splitlines()
+    print(f"demo output {len(out.splitlines())} lines, summary {len(summary_lines)}")
+    assert len(summary_lines) <= 30, summary
+    assert len(out.splitlines()) <= 60, out
     udp = block(summary, "answers per backend:")
     tcp = block(summary, "responses per backend:")
     print(f"UDP answers per backend {udp}, TCP responses per backend {tcp}")

@@ -166,7 +166,8 @@ def maps_follow_config_steer_services_and_drop_sources(w):
             peer.run("python3", "-c", SEND_UDP, "10.211.0.200", "10.211.0.1", "5301", "25")
             peer.run("python3", "-c", SEND_UDP, "10.211.0.2", "10.211.0.1", "5301", "10")
             svc = samples(d, "ferry_xdp_service_packets_total")
-            check_eq(svc.get((("service", "svc"),)), 40, "service steer counter")
+            check_eq(svc.get((("direction", "in"), ("service", "svc"))), 40, "service steer counter")
+            check_eq(svc.get((("direction", "out"), ("service", "svc"))), 0, "no backend replied")
             act = {k[0][1]: v for k, v in samples(d, "ferry_xdp_packets_total").items()}
             # the fast path binds an AF_XDP socket on every queue, so every match is redirected
             check_eq(act["redirect"], 40, "redirected into AF_XDP")

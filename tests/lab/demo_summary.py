@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""The demo's closing summary: what the client got back from which backend (UDP datagrams and TCP
-responses), what ferry counted (XDP verdicts, fast-path drops by reason, bytes proxied).
+"""The demo's closing summary, one screen: what the client got back from which backend (UDP
+datagrams and TCP responses), what ferry counted (XDP verdicts, fast-path drops by reason, bytes
+proxied, connections refused or failed).
 
     demo_summary.py CLIENT_JSON STATS_JSON      (STATS_JSON: `ferryctl --json stats ferry_`)
 """
@@ -49,18 +50,16 @@ def main():
           (f" (last: {tcp['last_error']})" if tcp.get("last_error") else ""))
     table("  responses per backend:", sorted(tcp.get("per_backend", {}).items()))
     print()
-    table("XDP verdicts (packets):",
-          sorted(by_label(stats, "ferry_xdp_packets_total", "action").items()))
-    table("fast-path drops by reason:",
-          sorted(by_label(stats, "ferry_xsk_drops_total", "reason").items()))
-    table("bytes proxied, client -> backend:",
-          sorted(by_label(stats, "ferry_proxy_backend_bytes_in_total", "backend").items()))
+    verdicts = by_label(stats, "ferry_xdp_packets_total", "action")
+    print("XDP program: " + ", ".join(f"{action} {n:,}" for action, n in sorted(verdicts.items()) if n)
+          + " (frames)")
+    drops = {r: n for r, n in by_label(stats, "ferry_xsk_drops_total", "reason").items() if n}
+    print("fast-path drops: " + (", ".join(f"{r} {n:,}" for r, n in sorted(drops.items())) or "none"))
     table("bytes proxied, backend -> client:",
           sorted(by_label(stats, "ferry_proxy_backend_bytes_out_total", "backend").items()))
-    table("proxy connections refused / failed:",
-          [("refused", sum(by_label(stats, "ferry_proxy_connections_refused_total", "service").values())),
-           ("failed", sum(by_label(stats, "ferry_proxy_connections_failed_total", "service").values()))])
-
+    refused = sum(by_label(stats, "ferry_proxy_connections_refused_total", "service").values())
+    failed = sum(by_label(stats, "ferry_proxy_connections_failed_total", "service").values())
+    print(f"proxy connections refused {refused:,}, failed {failed:,}")
 
 if __name__ == "__main__":
     main()

@@ -64,6 +64,21 @@ TEST(CommandLine, ParsesWatchOptions) {
   EXPECT_EQ(defaults.count, 0);
 }
 
+TEST(CommandLine, ParsesTopOptions) {
+  Invocation inv = parse({"top", "--backends", "--reasons", "--sort", "name", "--interval-ms=500"});
+  EXPECT_EQ(inv.command, Command::top);
+  EXPECT_TRUE(inv.backends);
+  EXPECT_TRUE(inv.reasons);
+  EXPECT_TRUE(inv.sort_by_name);
+  EXPECT_EQ(inv.interval_ms, 500);
+  EXPECT_EQ(inv.count, 0);
+  EXPECT_EQ(parse({"top", "--once"}).count, 1);
+  EXPECT_EQ(parse({"top", "--count", "4"}).count, 4);
+  Invocation defaults = parse({"top"});
+  EXPECT_FALSE(defaults.backends || defaults.reasons || defaults.sort_by_name);
+  EXPECT_FALSE(parse({"top", "--sort=traffic"}).sort_by_name);
+}
+
 TEST(CommandLine, SeveralPrefixesAskFerrydForTheirCommonStart) {
   Invocation inv = parse({"watch", "ferry_xdp_packets", "ferry_proxy_bytes", "--count=1"});
   EXPECT_EQ(inv.prefixes, (std::vector<std::string>{"ferry_xdp_packets", "ferry_proxy_bytes"}));
@@ -93,7 +108,13 @@ TEST(CommandLine, RejectsBadCommandLinesWithAReason) {
   EXPECT_EQ(usage_error({"status", "extra"}),
             "status takes no arguments, got 'extra' (see ferryctl --help)");
   EXPECT_EQ(usage_error({"stats", "--count", "2"}),
-            "--count only applies to watch (see ferryctl --help)");
+            "--count only applies to watch and top (see ferryctl --help)");
+  EXPECT_EQ(usage_error({"watch", "--once"}), "--once only applies to top (see ferryctl --help)");
+  EXPECT_EQ(usage_error({"status", "--backends"}),
+            "--backends only applies to top (see ferryctl --help)");
+  EXPECT_EQ(usage_error({"top", "--sort", "rate"}),
+            "--sort takes 'traffic' or 'name', got 'rate' (see ferryctl --help)");
+  EXPECT_EQ(usage_error({"top", "extra"}), "top takes no arguments, got 'extra' (see ferryctl --help)");
   EXPECT_EQ(usage_error({"watch", "--interval-ms", "0"}),
             "--interval-ms needs an integer >= 1, got '0' (see ferryctl --help)");
   EXPECT_EQ(usage_error({"status", "--timeout-ms", "5s"}),

@@ -32,6 +32,12 @@ nlohmann::json ok_response(nlohmann::json result) {
   return {{"ok", true}, {"result", std::move(result)}};
 }
 
+std::size_t occurrences(const std::string& text, const std::string& what) {
+  std::size_t n = 0;
+  for (std::size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
 nlohmann::json error_response(const std::string& code, const std::string& message) {
   return {{"ok", false}, {"error", {{"code", code}, {"message", message}}}};
 }

@@ -29,6 +29,9 @@ class TempDir {
 nlohmann::json ok_response(nlohmann::json result);
 nlohmann::json error_response(const std::string& code, const std::string& message);
 
+// How often `what` occurs in `text` (frames of watch and top in one output).
+std::size_t occurrences(const std::string& text, const std::string& what);
+
 class FakeDaemon {
  public:
   // Given the request object, returns the response: an object (its "id" is filled in from the

@@ -71,6 +71,36 @@ TEST(RenderStatus, ShowsExtraInterfaceKeysAsColumns) {
             "eth1             3  generic  yes            -  false\n");
 }
 
+TEST(RenderStatus, ListsOfObjectsBecomeTablesWithoutJson) {
+  json status = json::parse(R"({"pid":7,
+    "health":{"checked":2,"down":1,"backends":[
+      {"service":"dns","address":"10.0.1.2:53","state":"up","up":true,"checked":true,
+       "checks":{"ok":8,"timeout":0},"consecutive_failures":0,"consecutive_successes":8,
+       "last_check_age_ms":845,"last_error":null},
+      {"service":"dns","address":"10.0.1.3:53","state":"down","up":false,"checked":true,
+       "checks":{"ok":0,"timeout":3},"consecutive_failures":3,"consecutive_successes":0,
+       "last_check_age_ms":1500,"last_error":"timeout"}]},
+    "tcp":{"listeners":[{"address":"127.0.0.1:7007","service":"echo"}]},
+    "future":{"rows":[{"a":1,"b":{"c":[{"d":1}]}}]}})");
+  EXPECT_EQ(render_status(status),
+            "pid: 7\n"
+            "health.checked: 2\n"
+            "health.down: 1\n"
+            "\n"
+            "future.rows:\n"
+            "A  B\n"
+            "1  c=1 entries\n"
+            "\n"
+            "health.backends:\n"
+            "SERVICE  BACKEND      STATE  LAST CHECK  CHECKS          LAST ERROR\n"
+            "dns      10.0.1.2:53  up      845ms ago  ok=8,timeout=0  -\n"
+            "dns      10.0.1.3:53  down     1.5s ago  ok=0,timeout=3  timeout\n"
+            "\n"
+            "tcp.listeners:\n"
+            "SERVICE  LISTEN\n"
+            "echo     127.0.0.1:7007\n");
+}
+
 const json kStats = json::parse(R"({"metrics":[
   {"name":"ferry_control_requests_total","type":"counter","help":"requests",
    "samples":[{"labels":{"cmd":"status","result":"ok"},"value":3},

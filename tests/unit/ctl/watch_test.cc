@@ -15,6 +15,7 @@ namespace {
 
 using nlohmann::json;
 using testing::FakeDaemon;
+using testing::occurrences;
 using testing::ok_response;
 
 json counter(const std::string& name, json labels, double value) {
@@ -29,6 +30,7 @@ json stats_of(json families) {
 }
 
 const std::string kRx = series_key("ferry_rx_packets_total", json{{"queue", "0"}});
+const std::string kRxFamily = "ferry_xsk_rx_packets_total";
 
 TEST(ComputeRates, DividesTheCounterDeltaByElapsedSeconds) {
   json before = stats_of({counter("ferry_rx_packets_total", {{"queue", "0"}}, 1000)});
@@ -74,47 +76,83 @@ TEST(ComputeRates, IgnoresGaugesHistogramsAndZeroElapsedTime) {
   EXPECT_TRUE(compute_rates(before, after, -1.0).empty());
 }
 
-TEST(TotalThroughput, SumsPacketCountersAsPpsAndByteCountersTimesEightAsBps) {
-  json stats = stats_of({counter("ferry_rx_packets_total", {{"queue", "0"}}, 0),
-                         counter("ferry_tx_packets_total", {{"queue", "0"}}, 0),
-                         counter("ferry_rx_bytes_total", {{"queue", "0"}}, 0),
-                         counter("ferry_control_requests_total", json::object(), 0)});
+TEST(StatsIndex, SumsValuesAndRatesOfTheSeriesWithTheGivenLabels) {
+  json stats = stats_of({counter("ferry_proxy_bytes_in_total", {{"service", "web"}}, 10),
+                         counter("ferry_proxy_bytes_in_total", {{"service", "api"}}, 20),
+                         counter("ferry_drops_total", {{"service", "web"}, {"reason", "a"}}, 1),
+                         counter("ferry_drops_total", {{"service", "web"}, {"reason", "b"}}, 2)});
   SeriesRates rates = {
-      {kRx, 1000},
-      {series_key("ferry_tx_packets_total", json{{"queue", "0"}}), 500},
-      {series_key("ferry_rx_bytes_total", json{{"queue", "0"}}), 125000},
-      {series_key("ferry_control_requests_total", json::object()), 7},
+      {series_key("ferry_proxy_bytes_in_total", json{{"service", "web"}}), 5},
+      {series_key("ferry_drops_total", json{{"reason", "a"}, {"service", "web"}}), 0.5},
+      {series_key("ferry_drops_total", json{{"reason", "b"}, {"service", "web"}}), 1.5},
   };
-  Throughput total = total_throughput(stats, rates);
-  ASSERT_TRUE(total.packets_per_second);
-  ASSERT_TRUE(total.bits_per_second);
-  EXPECT_DOUBLE_EQ(*total.packets_per_second, 1500);
-  EXPECT_DOUBLE_EQ(*total.bits_per_second, 1e6);
-  EXPECT_FALSE(total_throughput(stats, {}).packets_per_second);
+  StatsIndex index(stats, &rates);
+  EXPECT_EQ(index.value("ferry_proxy_bytes_in_total"), 30);
+  EXPECT_EQ(index.value("ferry_proxy_bytes_in_total", {{"service", "api"}}), 20);
+  EXPECT_EQ(index.rate("ferry_proxy_bytes_in_total", {{"service", "web"}}), 5);
+  EXPECT_EQ(index.rate("ferry_proxy_bytes_in_total", {{"service", "api"}}), std::nullopt)
+      << "a series without a rate yet is not a rate of 0";
+  EXPECT_EQ(index.value("ferry_proxy_bytes_in_total", {{"service", "none"}}), std::nullopt);
+  EXPECT_EQ(index.rate("ferry_drops_total", {{"service", "web"}}), 2);
+  auto by_reason = index.rates_by("ferry_drops_total", "reason", {{"service", "web"}});
+  EXPECT_EQ(by_reason, (std::map<std::string, double>{{"a", 0.5}, {"b", 1.5}}));
+  EXPECT_EQ(StatsIndex(stats, nullptr).rate("ferry_drops_total"), std::nullopt);
+}
+
+TEST(GatewayTraffic, IsTheFastPathsFramesAndTheProxysBytesInBits) {
+  json stats = stats_of({counter("ferry_xsk_rx_packets_total", {{"queue", "0"}}, 0),
+                         counter("ferry_xsk_rx_packets_total", {{"queue", "1"}}, 0),
+                         counter("ferry_xsk_rx_bytes_total", {{"queue", "0"}}, 0),
+                         counter("ferry_xsk_tx_packets_total", {{"queue", "0"}}, 0),
+                         counter("ferry_xsk_tx_bytes_total", {{"queue", "0"}}, 0),
+                         counter("ferry_proxy_bytes_in_total", {{"service", "web"}}, 0),
+                         counter("ferry_proxy_bytes_out_total", {{"service", "web"}}, 0),
+                         counter("ferry_xdp_packets_total", {{"action", "pass"}}, 0)});
+  SeriesRates rates = {
+      {series_key("ferry_xsk_rx_packets_total", json{{"queue", "0"}}), 1000},
+      {series_key("ferry_xsk_rx_packets_total", json{{"queue", "1"}}), 500},
+      {series_key("ferry_xsk_rx_bytes_total", json{{"queue", "0"}}), 125000},
+      {series_key("ferry_xsk_tx_packets_total", json{{"queue", "0"}}), 1400},
+      {series_key("ferry_xsk_tx_bytes_total", json{{"queue", "0"}}), 120000},
+      {series_key("ferry_proxy_bytes_in_total", json{{"service", "web"}}), 400},
+      {series_key("ferry_proxy_bytes_out_total", json{{"service", "web"}}), 5e6},
+      {series_key("ferry_xdp_packets_total", json{{"action", "pass"}}), 7},
+  };
+  Traffic t = gateway_traffic(StatsIndex(stats, &rates));
+  EXPECT_EQ(t.fastpath_rx_pps, 1500);
+  EXPECT_EQ(t.fastpath_rx_bps, 1e6);
+  EXPECT_EQ(format_traffic(t),
+            "fast path rx 1.50 kpps 1.00 Mbps, tx 1.40 kpps 960 kbps  proxy in 3.20 kbps, out 40.0 Mbps");
+  EXPECT_EQ(format_traffic(gateway_traffic(StatsIndex(stats, nullptr))),
+            "fast path rx - pps - bps, tx - pps - bps  proxy in - bps, out - bps");
+  EXPECT_EQ(format_traffic(gateway_traffic(StatsIndex(stats_of(json::array()), nullptr))), "")
+      << "a ferryd with neither a fast path nor a proxy";
 }
 
 const json kStatus = json::parse(R"({"pid":1234,"uptime_seconds":3723.9,"state":"running"})");
 
 TEST(WatchFrame, FirstSnapshotShowsDashesForRates) {
-  json stats = stats_of({counter("ferry_rx_packets_total", {{"queue", "0"}}, 1000)});
-  EXPECT_EQ(render_watch_frame("20:00:01", kStatus, stats, nullptr),
-            "20:00:01  ferryd pid 1234  up 1h 2m 3s  - pps  - bps\n"
+  json stats = stats_of({counter("ferry_xsk_rx_packets_total", {{"queue", "0"}}, 1000)});
+  EXPECT_EQ(render_watch_frame("20:00:01", kStatus, stats, stats, nullptr),
+            "20:00:01  ferryd pid 1234  up 1h 2m 3s  fast path rx - pps - bps, tx - pps - bps\n"
             "\n"
-            "METRIC                  LABELS   VALUE  RATE/s\n"
-            "ferry_rx_packets_total  queue=0   1000       -\n");
+            "METRIC                      LABELS   VALUE  RATE/s\n"
+            "ferry_xsk_rx_packets_total  queue=0   1000       -\n");
 }
 
-TEST(WatchFrame, LaterSnapshotsShowRatesAndTotals) {
-  json stats = stats_of({counter("ferry_rx_packets_total", {{"queue", "0"}}, 1600),
-                         counter("ferry_rx_bytes_total", {{"queue", "0"}}, 96000)});
-  SeriesRates rates = {{kRx, 300},
-                       {series_key("ferry_rx_bytes_total", json{{"queue", "0"}}), 15000}};
-  EXPECT_EQ(render_watch_frame("20:00:02", kStatus, stats, &rates),
-            "20:00:02  ferryd pid 1234  up 1h 2m 3s  300 pps  120 kbps\n"
+TEST(WatchFrame, TheHeaderCountsTrafficTheTableDoesNotShow) {
+  json shown = stats_of({counter("ferry_control_requests_total", json::object(), 7)});
+  json stats = stats_of({counter("ferry_xsk_rx_packets_total", {{"queue", "0"}}, 1600),
+                         counter("ferry_xsk_rx_bytes_total", {{"queue", "0"}}, 96000),
+                         counter("ferry_control_requests_total", json::object(), 7)});
+  SeriesRates rates = {{series_key("ferry_xsk_rx_packets_total", json{{"queue", "0"}}), 300},
+                       {series_key("ferry_xsk_rx_bytes_total", json{{"queue", "0"}}), 15000},
+                       {series_key("ferry_control_requests_total", json::object()), 1}};
+  EXPECT_EQ(render_watch_frame("20:00:02", kStatus, stats, shown, &rates),
+            "20:00:02  ferryd pid 1234  up 1h 2m 3s  fast path rx 300 pps 120 kbps, tx - pps - bps\n"
             "\n"
-            "METRIC                  LABELS   VALUE  RATE/s\n"
-            "ferry_rx_packets_total  queue=0   1600     300\n"
-            "ferry_rx_bytes_total    queue=0  96000   15000\n");
+            "METRIC                        LABELS  VALUE  RATE/s\n"
+            "ferry_control_requests_total              7       1\n");
 }
 
 // A daemon whose rx counter grows by 100 per stats request.
@@ -124,8 +162,8 @@ class CountingDaemon {
       : daemon_([this](const json& request) {
           if (request["cmd"] == "status") return ok_response(kStatus);
           double value = 100.0 * ++stats_calls_;
-          return ok_response(
-              stats_of({counter("ferry_rx_packets_total", {{"queue", "0"}}, value)}));
+          return ok_response(stats_of({counter(kRxFamily, {{"queue", "0"}}, value),
+                                       counter("ferry_control_requests_total", json::object(), 1)}));
         }) {}
   FakeDaemon& daemon() { return daemon_; }
 
@@ -134,17 +172,12 @@ class CountingDaemon {
   FakeDaemon daemon_;
 };
 
-std::size_t occurrences(const std::string& text, const std::string& what) {
-  std::size_t n = 0;
-  for (std::size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
-  return n;
-}
-
 TEST(RunWatch, ShowsCountSnapshotsOnOneConnectionSeparatedByBlankLines) {
   CountingDaemon counting;
   Client client = Client::connect(counting.daemon().socket_path(), 1000);
   WatchOptions options;
-  options.prefix = "ferry_rx_";
+  options.prefix = "ferry_xsk_rx_";
+  options.prefixes = {"ferry_xsk_rx_"};
   options.interval_ms = 1;
   options.count = 3;
   std::ostringstream out;
@@ -156,14 +189,16 @@ TEST(RunWatch, ShowsCountSnapshotsOnOneConnectionSeparatedByBlankLines) {
   EXPECT_EQ(occurrences(text, "\n\n"), 5u);  // 3 header gaps + 2 frame separators
   EXPECT_EQ(text.find("\x1b["), std::string::npos);
   EXPECT_NE(text.find("queue=0    100       -\n"), std::string::npos) << text;
-  EXPECT_EQ(text.find("- pps"), text.rfind("- pps")) << "only the first frame lacks a rate";
+  EXPECT_EQ(occurrences(text, "rx - pps"), 1u) << "only the first frame lacks a rate";
+  EXPECT_EQ(text.find("ferry_control_requests_total"), std::string::npos) << "not asked for";
 
+  // ferryd sends every family: the header's traffic is not limited to what is shown.
   auto requests = counting.daemon().requests();
   ASSERT_EQ(requests.size(), 6u);
   for (std::size_t i = 0; i < requests.size(); i += 2) {
     EXPECT_EQ(requests[i]["cmd"], "status");
     EXPECT_EQ(requests[i + 1]["cmd"], "stats");
-    EXPECT_EQ(requests[i + 1]["args"], json({{"prefix", "ferry_rx_"}}));
+    EXPECT_FALSE(requests[i + 1].contains("args") && requests[i + 1]["args"].contains("prefix"));
   }
   EXPECT_EQ(counting.daemon().connections(), 1);
 }
