@@ -17,7 +17,7 @@ DEMO_PACKAGES := g++ pkg-config meson ninja-build clang llvm bpftool \
 PACKAGES := $(DEMO_PACKAGES) libbenchmark-dev libfuzzer-14-dev \
 	iputils-ping prometheus netsniff-ng \
 	debhelper dpkg-dev fakeroot lintian systemd strace man-db python3-matplotlib \
-	dnsmasq-base bind9-dnsutils dnsperf nftables
+	dnsmasq-base bind9-dnsutils dnsperf nftables ccache systemd-container
 
 .PHONY: all deps demo-deps build build-asan build-fuzz build-tsan test test-unit fuzz demo package clean
 
@@ -61,7 +61,7 @@ SANITIZER_ENV := ASAN_OPTIONS=detect_leaks=1:exitcode=86 \
   UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1:exitcode=86
 # Integration tests the ASan+UBSan run leaves out, as they run no ferry C++ code worth checking
 # there (docs/testing.md says why for each); `asan_integration_tests` names the rest.
-ASAN_INTEGRATION_SKIP := integration_package integration_bench_plots
+ASAN_INTEGRATION_SKIP := integration_package integration_systemd_boot integration_bench_plots
 asan_integration_tests = meson introspect $(BUILD_ASAN) --tests | python3 -c 'import json, sys; \
   print(*[t["name"] for t in json.load(sys.stdin) if "ferry:integration" in t["suite"] \
           and t["name"] not in sys.argv[1:]])' $(ASAN_INTEGRATION_SKIP)

@@ -1,11 +1,15 @@
 #!/usr/bin/env python3
 """systemd/ferryd.service: systemd-analyze accepts it, docs/operations.md shows its current
-security exposure, and what it grants is exactly enough. systemd is not PID 1 where the tests run,
-so the unit's identity, capabilities, memlock limit and no_new_privs are applied with
-prlimit + setpriv, as the service manager would, to a ferryd running XDP, AF_XDP and an io_uring
-TCP service on a privileged port in the fast-path lab: it must serve all of them, reload, and
-stop cleanly; without any one of the capabilities, or with systemd's default memlock limit, it
-must refuse to start; and every system call it makes must pass the unit's SystemCallFilter."""
+security exposure, and what it grants is exactly enough. The unit's identity, capabilities,
+memlock limit and no_new_privs are applied with prlimit + setpriv, as the service manager would,
+to the ferryd under test (build-asan's too) running XDP, AF_XDP and an io_uring TCP service on a
+privileged port in the fast-path lab: it must serve all of them, reload, and stop cleanly;
+without any one of the capabilities, or with a memlock limit below its UMEM, it must refuse to
+start; and every system call it makes must pass the unit's SystemCallFilter.
+test_systemd_boot.py runs the packaged unit under a real systemd as PID 1; what stays here is
+what that cannot show: each capability taken away in turn (with the full set as its positive
+control, on two ports balancing to backends), the limit below the UMEM, and the strace of every
+system call, socket family and path against the filters."""
 import json
 import os
 import pwd

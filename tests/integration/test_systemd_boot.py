@@ -1,0 +1,509 @@
+#!/usr/bin/env python3
+"""The packaged ferryd under a real systemd as PID 1: a container booted with systemd-nspawn from
+this machine's root (nspawn.py), the .deb (deb.py, the one test_package built) installed with apt,
+ferryd serving a UDP reflect service on the AF_XDP fast path of the container's veth (host0) and a
+TCP echo service on port 80 to this host through ve-NAME. systemctl start reaches active with
+ferryd's STATUS= line and the unit's identity, capabilities and filters in force; ferryctl status
+works for a member of group ferry and is refused to others; systemctl reload applies a changed
+config and refuses a broken one while the old one keeps serving; a SIGSTOPped ferryd is killed by
+the watchdog and restarted; systemctl stop leaves no XDP program, control socket or AF_XDP socket,
+and the veth then carries traffic to a kernel socket on the same port; powering the container off
+leaves nothing on the host."""
+import contextlib
+import ipaddress
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import time
+
+import deb as deb_cache
+from harness import TestFailure, check, check_eq, run_tests, wait_until
+from nspawn import Container
+from test_systemd_unit import unit_caps, unit_settings
+
+UDP_PORT = 5300
+UDP_PORT_ADDED = 5301  # the service a reload adds
+TCP_PORT = 80  # below 1024: CAP_NET_BIND_SERVICE from the unit is what lets ferryd listen here
+CONFIG = "/etc/ferry/ferryd.json"
+SOCKET = "/run/ferry/ferryd.sock"
+MEMBER, OUTSIDER = "ferryop", "outsider"  # in group ferry, and not
+BUILD_BUDGET_S = 700  # only when test_package has not built this tree's package already
+WATCHDOG_BUDGET_S = 60  # WatchdogSec=10s + RestartSec=2s + the start
+
+
+class Lab:
+    """The container, its veth's addresses, and what the tests have set up in it so far."""
+
+    def __init__(self):
+        self.container = Container()
+        self.installed = False
+        self.install_error = None
+        self.boot_error = None
+        self.config = None
+        self.host_addr = self.vip = None
+
+    def boot(self):
+        self.container.__enter__()
+        net = unused_subnet()
+        self.host_addr, self.vip = (str(a) for a in list(net.hosts())[:2])
+        subprocess.run(["ip", "addr", "add", f"{self.host_addr}/{net.prefixlen}", "dev",
+                        self.container.host_if], check=True)
+        subprocess.run(["ip", "link", "set", self.container.host_if, "up"], check=True)
+        self.container.run("ip", "addr", "add", f"{self.vip}/{net.prefixlen}", "dev", "host0")
+        self.container.run("ip", "link", "set", "host0", "up")
+        print(f"  veth {self.container.host_if} {self.host_addr} -- host0 {self.vip}", flush=True)
+
+
+LAB = None
+
+
+def lab(w):
+    """The booted container; the first test to ask boots it, and if that fails the others fail
+    at once with its message."""
+    global LAB
+    if LAB is None:
+        LAB = Lab()
+        try:
+            LAB.boot()
+        except Exception as e:
+            LAB.boot_error = str(e)[-3000:]
+            raise
+    check(LAB.boot_error is None, f"the container did not boot: {LAB.boot_error}")
+    return LAB
+
+
+def unused_subnet():
+    """A /30 of 10.213.0.0/16 that no address or route of this host's namespace touches."""
+    seen = subprocess.run(["sh", "-c", "ip -4 -o addr show; ip -4 route show table all"],
+                          capture_output=True, text=True, check=True).stdout
+    for i in range(256):
+        n = (os.getpid() + i) % 254 + 1
+        if f"10.213.{n}." not in seen:
+            return ipaddress.ip_network(f"10.213.{n}.0/30")
+    raise TestFailure("no free /30 in 10.213.0.0/16")
+
+
+def unit(c, *props):
+    """systemctl show -P of ferryd.service: one value, or a dict of several."""
+    out = c.run("systemctl", "show", "ferryd", *(f"--property={p}" for p in props)).stdout
+    values = dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
+    return values[props[0]] if len(props) == 1 else values
+
+
+def ctl(c, *args, user=None, check=True):
+    """ferryctl --json in the container; the answer's result (check=True) or the CompletedProcess."""
+    r = c.run("ferryctl", "--json", *args, user=user, check=False, timeout=20)
+    if not check:
+        return r
+    check_eq(r.returncode, 0, f"ferryctl {' '.join(args)}: {r.stdout} {r.stderr}")
+    return json.loads(r.stdout)["result"]
+
+
+def xsk_tx_packets(c):
+    fams = ctl(c, "stats", "ferry_xsk_tx_packets_total")["metrics"]
+    return sum(s["value"] for f in fams for s in f["samples"])
+
+
+def ferry_config(l, added_service=False):
+    """The container's config: the AF_XDP fast path on host0 with a UMEM of 1024 x 2048 bytes (the
+    container's memlock hard limit is 8 MiB, which LimitMEMLOCK=infinity cannot raise), a UDP
+    reflect service and a TCP echo service on the container's address."""
+    services = [{"name": "reflect", "vip": l.vip, "port": UDP_PORT, "protocols": ["udp"],
+                 "mode": "reflect"},
+                {"name": "echo", "vip": l.vip, "port": TCP_PORT, "protocols": ["tcp"], "mode": "echo"}]
+    if added_service:
+        services.append({"name": "reflect-added", "vip": l.vip, "port": UDP_PORT_ADDED,
+                         "protocols": ["udp"], "mode": "reflect"})
+    return json.dumps({
+        "control": {"socket": SOCKET, "mode": "0660", "group": "ferry"},
+        "log": {"level": "info"},
+        "xdp": {"interfaces": [{"name": "host0"}],
+                "umem": {"frames": 1024, "frame_bytes": 2048},
+                "rings": {"fill": 256, "completion": 256, "rx": 256, "tx": 256}},
+        "tcp": {"workers": 1},
+        "services": services,
+    }, indent=2) + "\n"
+
+
+def status_text(services, udp):
+    return (f"{services} services ({udp} udp, {services - udp} tcp), 0 routes, XDP on 1 interfaces, "
+            f"1 AF_XDP workers; control {SOCKET}; metrics 127.0.0.1:9469")
+
+
+def udp_round_trips(l, port, count=20, tag="t"):
+    """`count` datagrams from this host through the veth to VIP:port, one at a time; a datagram is
+    answered when the same bytes come back from VIP:port (ferry's reflect: nothing in the
+    container's kernel listens there). Returns {"ok", "lost", "retries"}."""
+    res = {"ok": 0, "lost": 0, "retries": 0}
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.bind((l.host_addr, 0))
+        s.settimeout(0.3)
+        for i in range(count):
+            payload = f"{tag}-{port}-{i} ".encode() + os.urandom(16).hex().encode()
+            for _ in range(5):
+                s.sendto(payload, (l.vip, port))
+                try:
+                    while True:
+                        data, src = s.recvfrom(2048)
+                        if data == payload and src == (l.vip, port):
+                            break
+                    res["ok"] += 1
+                    break
+                except socket.timeout:
+                    res["retries"] += 1
+            else:
+                res["lost"] += 1
+    return res
+
+
+def check_udp_served(l, port, what, count=20):
+    res = udp_round_trips(l, port, count, tag=what.replace(" ", "-"))
+    check_eq((res["ok"], res["lost"]), (count, 0), f"UDP to {l.vip}:{port} {what}: {res}")
+    return res
+
+
+def check_tcp_echo(l, what):
+    payload = f"ferry-boot {what}".encode()
+    with socket.create_connection((l.vip, TCP_PORT), timeout=10, source_address=(l.host_addr, 0)) as s:
+        s.sendall(payload)
+        got = b""
+        while len(got) < len(payload):
+            chunk = s.recv(4096)
+            if not chunk:
+                break
+            got += chunk
+    check_eq(got, payload, f"TCP echo on {l.vip}:{TCP_PORT} {what}")
+
+
+def check_serves(l, what, ports=(UDP_PORT,)):
+    """Every UDP service answers through the fast path (ferry's AF_XDP transmit counter moves), and
+    the TCP echo service answers."""
+    c = l.container
+    before = xsk_tx_packets(c)
+    for port in ports:
+        check_udp_served(l, port, what)
+    sent = xsk_tx_packets(c) - before
+    check(sent >= 20 * len(ports), f"{what}: the replies left through AF_XDP ({sent} sent)")
+    check_tcp_echo(l, what)
+
+
+def install(l):
+    """The .deb, installed with apt in the container (once; a failure fails the later tests at
+    once, with its message, instead of building again)."""
+    if l.installed:
+        return
+    check(l.install_error is None, f"the package could not be installed: {l.install_error}")
+    try:
+        install_package(l)
+    except Exception as e:
+        l.install_error = str(e)[-3000:]
+        raise
+    l.installed = True
+
+
+def install_package(l):
+    c = l.container
+    path, seconds = deb_cache.package(BUILD_BUDGET_S)
+    print(f"  {os.path.basename(path)}: " + (f"built in {seconds:.0f} s" if seconds is not None
+                                             else f"already built for this tree ({os.path.dirname(path)})"),
+          flush=True)
+    inside = f"/root/{os.path.basename(path)}"
+    # This machine's root is a container image whose policy-rc.d forbids maintainer scripts to
+    # start services; a Debian machine booted with systemd has none (the overlay keeps it on the
+    # host).
+    c.run("rm", "-f", "/usr/sbin/policy-rc.d")
+    c.copy_in(path, inside)
+    started = time.monotonic()
+    c.run("env", "DEBIAN_FRONTEND=noninteractive", "apt-get", "install", "-y", "-q",
+          inside, timeout=300)
+    print(f"  apt-get install: {time.monotonic() - started:.1f} s", flush=True)
+    for user, groups in ((MEMBER, ["-G", "ferry"]), (OUTSIDER, [])):
+        c.run("useradd", "--no-create-home", *groups, user)
+
+
+def serving(l, added_service=False):
+    """ferryd running the lab config (of the given shape), started if need be."""
+    c = l.container
+    install(l)
+    text = ferry_config(l, added_service)
+    if l.config != text or unit(c, "ActiveState") != "active":
+        c.write(CONFIG, text)
+        c.run("systemctl", "restart", "ferryd", timeout=90)
+        l.config = text
+    return c
+
+
+def apt_installs_the_package_enabled_and_started(w):
+    l = lab(w)
+    install(l)
+    c = l.container
+    check_eq(c.run("dpkg-query", "-W", "-f=${Status}", "ferry").stdout, "install ok installed",
+             "dpkg status of ferry")
+    check_eq(unit(c, "FragmentPath"), "/lib/systemd/system/ferryd.service", "the packaged unit")
+    check_eq(c.run("systemctl", "is-enabled", "ferryd", check=False).stdout.strip(), "enabled",
+             "postinst enabled the unit")
+    # The shipped config: no interfaces, no services; postinst started it (dh_installsystemd).
+    props = unit(c, "ActiveState", "SubState", "StatusText")
+    check_eq((props["ActiveState"], props["SubState"]), ("active", "running"),
+             f"ferryd started by the package's postinst: {props}")
+    check_eq(props["StatusText"], "0 services (0 udp, 0 tcp), 0 routes, XDP on 0 interfaces, "
+             f"0 AF_XDP workers; control {SOCKET}; metrics 127.0.0.1:9469", "STATUS= of the shipped config")
+    sock = c.run("stat", "-c", "%U %G %a %F", SOCKET).stdout.strip()
+    check_eq(sock, "ferry ferry 660 socket", f"{SOCKET}: owner, group, mode")
+    check_eq(c.run("stat", "-c", "%U %G %a", "/run/ferry").stdout.strip(), "ferry ferry 750",
+             "/run/ferry (RuntimeDirectory=)")
+
+
+def start_reaches_active_with_status_and_serves_through_the_veth(w):
+    l = lab(w)
+    install(l)
+    c = l.container
+    c.run("systemctl", "stop", "ferryd", timeout=60)
+    c.write(CONFIG, ferry_config(l))
+    l.config = ferry_config(l)
+    started = time.monotonic()
+    c.run("systemctl", "start", "ferryd", timeout=90)  # Type=notify: returns after READY=1
+    print(f"  systemctl start: {time.monotonic() - started:.2f} s", flush=True)
+    props = unit(c, "ActiveState", "SubState", "StatusText", "MainPID", "Result")
+    check_eq((props["ActiveState"], props["SubState"], props["Result"]), ("active", "running", "success"),
+             f"after systemctl start: {props}")
+    check_eq(props["StatusText"], status_text(2, 1), "STATUS= line")
+
+    # What systemd applied, read from the running process.
+    pid = props["MainPID"]
+    st = dict(line.split(":\t", 1) for line in c.run("cat", f"/proc/{pid}/status").stdout.splitlines()
+              if ":\t" in line)
+    uid = c.run("id", "-u", "ferry").stdout.strip()
+    check_eq(st["Uid"].split(), [uid] * 4, "ferryd runs as user ferry")
+    _, ambient = unit_caps(unit_settings())
+    for field in ("CapEff", "CapAmb", "CapBnd"):
+        decoded = subprocess.run(["capsh", f"--decode={st[field]}"], capture_output=True, text=True,
+                                 check=True).stdout.strip().split("=", 1)[1]
+        check_eq(sorted(decoded.split(",")), sorted(cap.lower() for cap in ambient),
+                 f"{field} of ferryd (the unit's capabilities)")
+    check_eq((st["NoNewPrivs"].strip(), st["Seccomp"].strip()), ("1", "2"),
+             "NoNewPrivileges= and SystemCallFilter= in force")
+    limits = c.run("cat", f"/proc/{pid}/limits").stdout
+    memlock = re.search(r"Max locked memory\s+(\S+)\s+(\S+)", limits).groups()
+    print(f"  LimitMEMLOCK=infinity became {memlock[0]} / {memlock[1]} (soft / hard) in the container",
+          flush=True)
+    root = [line for line in c.run("cat", f"/proc/{pid}/mountinfo").stdout.splitlines()
+            if line.split()[4] == "/"]
+    check(root and " ro," in f" {root[-1].split()[5]},",
+          f"/ read-only for ferryd (ProtectSystem=strict): {root}")
+
+    link = json.loads(c.run("ip", "-j", "-d", "link", "show", "host0").stdout)[0]
+    check("xdp" in link and link["xdp"].get("prog", {}).get("id"), f"XDP program on host0: {link.get('xdp')}")
+    print(f"  host0: XDP program {link['xdp']['prog']['id']} attached (mode {link['xdp']['mode']})")
+    check_serves(l, "after start")
+
+
+def ferryctl_status_for_group_ferry_only(w):
+    l = lab(w)
+    c = serving(l)
+    status = ctl(c, "status", user=MEMBER)
+    check_eq(str(status["pid"]), unit(c, "MainPID"), f"ferryctl status as {MEMBER} (group ferry)")
+    r = ctl(c, "reload", user=MEMBER, check=False)
+    check_eq(r.returncode, 4, f"reload is an admin command, refused to {MEMBER}: {r.stdout} {r.stderr}")
+    r = c.run("ferryctl", "status", user=OUTSIDER, check=False)
+    check_eq(r.returncode, 4, f"ferryctl status as {OUTSIDER} (not in group ferry): {r.stdout} {r.stderr}")
+    check("permission denied" in r.stderr and "(ferry)" in r.stderr, f"the refusal says why: {r.stderr}")
+
+
+def reload_applies_a_changed_config_and_refuses_a_broken_one(w):
+    l = lab(w)
+    c = serving(l)
+    pid = unit(c, "MainPID")
+    reloads = ctl(c, "status")["reloads"]
+    c.write(CONFIG, ferry_config(l, added_service=True))
+    c.run("systemctl", "reload", "ferryd", timeout=60)
+    # systemd 252 returns once ExecReload= has signalled; ferryd then sends RELOADING=1 ... READY=1.
+    wait_until(lambda: ctl(c, "status")["reloads"] == reloads + 1, 10, "ferryd to apply the reload")
+    l.config = ferry_config(l, added_service=True)
+    names = sorted(s["name"] for s in ctl(c, "services")["services"])
+    check_eq(names, ["echo", "reflect", "reflect-added"], "services after systemctl reload")
+    wait_until(lambda: unit(c, "StatusText") == status_text(3, 2), 10, "STATUS= of the new config")
+    check_eq(unit(c, "MainPID"), pid, "reloaded in place, not restarted")
+    check_serves(l, "after reload", ports=(UDP_PORT, UDP_PORT_ADDED))
+
+    # A broken file: the unit's ExecReload= check refuses it, so systemctl reload fails and
+    # ferryd is not signalled; then a SIGHUP straight to ferryd, which refuses it itself.
+    broken = ferry_config(l, added_service=True).replace(f'"port": {UDP_PORT_ADDED}', '"port": 70000')
+    c.write(CONFIG, broken)
+    failures = ctl(c, "status")["reload_failures"]
+    r = c.run("systemctl", "reload", "ferryd", check=False, timeout=60)
+    check(r.returncode != 0, f"systemctl reload of a broken config fails: {r.stdout} {r.stderr}")
+    journal = c.run("journalctl", "-u", "ferryd", "--no-pager", "-o", "cat", "-n", "30").stdout
+    check("services[2].port: 70000 is out of range" in journal,
+          f"the reason is in the journal (systemctl status):\n{journal}")
+    check_eq(ctl(c, "status")["reload_failures"], failures, "ferryd was not signalled")
+    c.run("systemctl", "kill", "--kill-who=main", "--signal=SIGHUP", "ferryd")
+
+    def rejected():
+        status = ctl(c, "status")
+        return status if status["reload_failures"] == failures + 1 else None
+    status = wait_until(rejected, 10, "ferryd to reject the SIGHUP reload")
+    check("services[2].port: 70000 is out of range (1..65535)" in (status["last_reload_error"] or ""),
+          f"last_reload_error: {status['last_reload_error']}")
+    props = unit(c, "ActiveState", "SubState", "MainPID", "StatusText")
+    check_eq((props["ActiveState"], props["SubState"], props["MainPID"]), ("active", "running", pid),
+             f"still running after both rejections: {props}")
+    check_eq(props["StatusText"], status_text(3, 2), "STATUS= still the running config's")
+    check_serves(l, "with the broken file rejected", ports=(UDP_PORT, UDP_PORT_ADDED))
+    c.write(CONFIG, ferry_config(l, added_service=True))
+
+
+def watchdog_kills_a_stopped_ferryd_and_systemd_restarts_it(w):
+    l = lab(w)
+    c = serving(l, added_service=True)
+    props = unit(c, "MainPID", "NRestarts")
+    old, restarts = props["MainPID"], int(props["NRestarts"])
+    c.run("kill", "-STOP", old)
+    started = time.monotonic()
+
+    def restarted():
+        p = unit(c, "MainPID", "NRestarts", "ActiveState")
+        return p if (int(p["NRestarts"]) == restarts + 1 and p["MainPID"] not in ("0", old)
+                     and p["ActiveState"] == "active") else None
+    props = wait_until(restarted, WATCHDOG_BUDGET_S, "systemd to kill and restart the stopped ferryd",
+                       interval=0.5)
+    print(f"  restarted {time.monotonic() - started:.1f} s after SIGSTOP: pid {old} -> {props['MainPID']}",
+          flush=True)
+    journal = c.run("journalctl", "-u", "ferryd", "--no-pager", "-o", "cat", "-n", "40").stdout
+    check("ferryd.service: Watchdog timeout" in journal, f"killed by the watchdog:\n{journal}")
+    check(f"Killing process {old} (ferryd) with signal SIGABRT" in journal, f"the old process:\n{journal}")
+    check(c.run("test", "-e", f"/proc/{old}", check=False).returncode != 0, f"pid {old} is gone")
+    check_eq(unit(c, "StatusText"), status_text(3, 2), "STATUS= after the restart")
+    check_serves(l, "after the watchdog restart", ports=(UDP_PORT, UDP_PORT_ADDED))
+
+
+# AF_XDP sockets of every process in the container, found by asking each socket descriptor its
+# family (SO_DOMAIN through pidfd_getfd): this kernel has no XDP sock_diag, so `ss --xdp` and
+# /proc/net list none.
+AF_XDP_SOCKETS = r"""
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+found = []
+for pid in filter(str.isdigit, os.listdir("/proc")):
+    try:
+        fds = os.listdir(f"/proc/{pid}/fd")
+        pidfd = os.pidfd_open(int(pid))
+    except OSError:
+        continue
+    for fd in fds:
+        try:
+            if not os.readlink(f"/proc/{pid}/fd/{fd}").startswith("socket:"):
+                continue
+        except OSError:
+            continue
+        dup = libc.syscall(438, pidfd, int(fd), 0)  # pidfd_getfd
+        if dup < 0:
+            raise SystemExit(f"pidfd_getfd {pid}/{fd}: {os.strerror(ctypes.get_errno())}")
+        family, size = ctypes.c_int(0), ctypes.c_uint(4)
+        libc.getsockopt(dup, 1, 39, ctypes.byref(family), ctypes.byref(size))  # SO_DOMAIN
+        os.close(dup)
+        if family.value == 44:
+            found.append(f"{pid}/{fd}")
+    os.close(pidfd)
+print(" ".join(found))
+"""
+
+KERNEL_UDP_ECHO = r"""
+import os, socket, sys
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.bind((sys.argv[1], int(sys.argv[2]))); s.settimeout(30)
+print("ready", os.getpid(), flush=True)
+while True:
+    data, peer = s.recvfrom(2048)
+    s.sendto(b"kernel " + data, peer)
+"""
+
+
+def af_xdp_sockets(c):
+    return c.run("python3", "-c", AF_XDP_SOCKETS).stdout.split()
+
+
+def stop_leaves_no_xdp_program_no_socket_and_the_veth_to_the_kernel(w):
+    l = lab(w)
+    c = serving(l, added_service=True)
+    pid = unit(c, "MainPID")
+    sockets = af_xdp_sockets(c)
+    check(sockets and all(s.startswith(f"{pid}/") for s in sockets),
+          f"AF_XDP sockets while ferryd runs are ferryd's ({pid}): {sockets}")
+    prog = json.loads(c.run("ip", "-j", "-d", "link", "show", "host0").stdout)[0]["xdp"]["prog"]["id"]
+    maps = json.loads(c.run("bpftool", "-j", "prog", "show", "id", str(prog)).stdout)["map_ids"]
+    c.run("systemctl", "stop", "ferryd", timeout=60)
+    props = unit(c, "ActiveState", "Result", "ExecMainStatus")
+    check_eq((props["ActiveState"], props["Result"], props["ExecMainStatus"]), ("inactive", "success", "0"),
+             f"after systemctl stop: {props}")
+    link = json.loads(c.run("ip", "-j", "-d", "link", "show", "host0").stdout)[0]
+    check("xdp" not in link, f"no XDP program on host0: {link.get('xdp')}")
+    # The kernel frees a program and its maps after their last reference goes, from a work
+    # queue after an RCU grace period: soon after the exit, not at it.
+    def bpf_left():
+        left = [f"map {m}" for m in maps
+                if c.run("bpftool", "map", "show", "id", str(m), check=False).returncode == 0]
+        if c.run("bpftool", "prog", "show", "id", str(prog), check=False).returncode == 0:
+            left.append(f"prog {prog}")
+        return left
+    gone = time.monotonic()
+    with contextlib.suppress(TestFailure):
+        wait_until(lambda: not bpf_left(), 10, "ferry's XDP program and maps to be freed", interval=0.1)
+    check_eq(bpf_left(), [], f"ferry's XDP program {prog} and maps {maps} freed after the stop")
+    print(f"  XDP program {prog} and its {len(maps)} maps freed "
+          f"{time.monotonic() - gone:.2f} s after the stop", flush=True)
+    check(c.run("test", "-e", "/run/ferry", check=False).returncode != 0, "/run/ferry and its socket gone")
+    check_eq(af_xdp_sockets(c), [], "AF_XDP sockets in the container after stop")
+    r = c.run("ferryctl", "status", check=False)
+    check_eq(r.returncode, 3, f"ferryctl status after stop: not running: {r.stderr}")
+
+    # The veth is the kernel's again: a socket on the reflect service's port gets the datagrams.
+    ready = []
+    echo = subprocess.Popen(["nsenter", "-t", str(c.pid), "-a", "python3", "-u", "-c",
+                             KERNEL_UDP_ECHO, l.vip, str(UDP_PORT)],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        ready = echo.stdout.readline().split()
+        check_eq(ready[:1], ["ready"], "kernel UDP echo in the container")
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.bind((l.host_addr, 0))
+            s.settimeout(2)
+            for i in range(5):
+                s.sendto(b"after-stop %d" % i, (l.vip, UDP_PORT))
+                check_eq(s.recvfrom(2048), (b"kernel after-stop %d" % i, (l.vip, UDP_PORT)),
+                         "the container's kernel answers on the port ferry served")
+    finally:
+        if len(ready) == 2:  # nsenter forked it into the container's pid namespace: kill it there
+            c.run("kill", ready[1], check=False)
+        echo.kill()
+        echo.wait()
+
+
+def powering_off_leaves_nothing_on_the_host(w):
+    check(LAB is not None, "no container was started")
+    LAB.container.close()
+    check_eq(LAB.container.leftovers(), [], "left on the host after the container powered off")
+
+
+def _terminated(signum, frame):
+    raise KeyboardInterrupt(f"signal {signum}")  # unwinds through every finally: the container goes
+
+
+if __name__ == "__main__":
+    signal.signal(signal.SIGTERM, _terminated)
+    try:
+        run_tests([
+            apt_installs_the_package_enabled_and_started,
+            start_reaches_active_with_status_and_serves_through_the_veth,
+            ferryctl_status_for_group_ferry_only,
+            reload_applies_a_changed_config_and_refuses_a_broken_one,
+            watchdog_kills_a_stopped_ferryd_and_systemd_restarts_it,
+            stop_leaves_no_xdp_program_no_socket_and_the_veth_to_the_kernel,
+            powering_off_leaves_nothing_on_the_host,
+        ])
+    finally:
+        if LAB is not None:
+            LAB.container.close()
