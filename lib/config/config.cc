@@ -152,4 +152,14 @@ std::string_view to_string(ServiceMode v) {
   return "?";
 }
 
+std::string_view to_string(Affinity v) {
+  switch (v) {
+    case Affinity::flow:
+      return "flow";
+    case Affinity::none:
+      return "none";
+  }
+  return "?";
+}
+
 }  // namespace ferry::config

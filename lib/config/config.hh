@@ -23,6 +23,9 @@ enum class BalancePolicy { maglev, round_robin, least_connections };
 // proxy: forward to backends (balance for UDP, L4 proxy for TCP); echo: TCP echo on the io_uring
 // runtime; reflect: UDP swap-and-return on the AF_XDP path.
 enum class ServiceMode { proxy, echo, reflect };
+// UDP: "flow" keeps an established flow on its backend through backend changes (the per-worker
+// flow table, xdp.flows); "none" is pure Maglev, for query/response services such as DNS.
+enum class Affinity { flow, none };
 
 struct Protocols {
   bool udp = false;
@@ -76,10 +79,18 @@ struct RingConfig {
   bool operator==(const RingConfig&) const = default;
 };
 
+// The UDP flow table of each fast-path worker (services with "affinity": "flow").
+struct FlowTableConfig {
+  std::uint32_t entries = 65536;          // per worker; 0 (off) or a power of two up to 16777216
+  std::uint32_t idle_timeout_ms = 30000;  // 1000..3600000; a flow idle this long is forgotten
+  bool operator==(const FlowTableConfig&) const = default;
+};
+
 struct XdpConfig {
   std::vector<XdpInterfaceConfig> interfaces;
   UmemConfig umem;
   RingConfig rings;
+  FlowTableConfig flows;
   std::vector<net::Prefix> drop;
   bool operator==(const XdpConfig&) const = default;
 };
@@ -135,10 +146,20 @@ struct ServiceConfig {
   std::uint16_t port = 0;  // 1..65535
   Protocols protocols{.udp = true, .tcp = false};
   std::vector<net::Endpoint> backends;
+  // Same order and length as `backends`: each backend's weight, 0..256 (1 for the plain
+  // "ADDRESS:PORT" form; 0 = no new flows or connections, drained by configuration). A config
+  // built by hand may leave it short or empty; read it with weight(i), which gives 1 then.
+  std::vector<std::uint32_t> backend_weights;
   BalancePolicy balance = BalancePolicy::maglev;
   ServiceMode mode = ServiceMode::proxy;
+  Affinity affinity = Affinity::flow;       // UDP only; TCP ignores it
   std::optional<HealthCheckConfig> health;  // null: backends are always considered up
   std::uint32_t max_connections = 0;        // TCP proxy connections at once; 0 = no cap
+
+  static constexpr std::uint32_t kMaxWeight = 256;
+  std::uint32_t weight(std::size_t backend) const {
+    return backend < backend_weights.size() ? backend_weights[backend] : 1;
+  }
   bool operator==(const ServiceConfig&) const = default;
 };
 
@@ -192,5 +213,6 @@ std::string_view to_string(XdpMode v);
 std::string_view to_string(IoReadyMode v);
 std::string_view to_string(BalancePolicy v);
 std::string_view to_string(ServiceMode v);
+std::string_view to_string(Affinity v);
 
 }  // namespace ferry::config

@@ -46,6 +46,7 @@ json xdp_json(const XdpConfig& x) {
             {"completion", x.rings.completion},
             {"rx", x.rings.rx},
             {"tx", x.rings.tx}}},
+          {"flows", {{"entries", x.flows.entries}, {"idle_timeout_ms", x.flows.idle_timeout_ms}}},
           {"drop", std::move(drop)}};
 }
 
@@ -71,7 +72,15 @@ json tcp_json(const TcpConfig& t) {
 
 json service_json(const ServiceConfig& s) {
   json backends = json::array();
-  for (const auto& b : s.backends) backends.push_back(b.to_string());
+  for (std::size_t i = 0; i < s.backends.size(); ++i) {
+    // Weight 1 in the file's short form, so a config without weights prints as it was written.
+    const std::uint32_t weight = s.weight(i);
+    if (weight == 1) {
+      backends.push_back(s.backends[i].to_string());
+    } else {
+      backends.push_back({{"address", s.backends[i].to_string()}, {"weight", weight}});
+    }
+  }
   json health = nullptr;
   if (s.health) {
     health = {{"interval_ms", s.health->interval_ms},
@@ -85,6 +94,7 @@ json service_json(const ServiceConfig& s) {
           {"protocols", protocols_json(s.protocols)},
           {"backends", std::move(backends)},
           {"balance", to_string(s.balance)},
+          {"affinity", to_string(s.affinity)},
           {"mode", to_string(s.mode)},
           {"health", std::move(health)},
           {"max_connections", s.max_connections}};

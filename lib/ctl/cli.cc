@@ -22,7 +22,8 @@ struct CommandName {
 constexpr CommandName kCommands[] = {
     {"status", Command::status},   {"stats", Command::stats},   {"services", Command::services},
     {"workers", Command::workers}, {"config", Command::config}, {"reload", Command::reload},
-    {"watch", Command::watch},     {"top", Command::top},       {"help", Command::help},
+    {"backend", Command::backend}, {"watch", Command::watch},   {"top", Command::top},
+    {"help", Command::help},
 };
 
 CtlError usage_error(const std::string& message) {
@@ -36,6 +37,26 @@ int parse_int(std::string_view option, std::string_view text, int min) {
     throw usage_error(fmt::format("{} needs an integer >= {}, got '{}'", option, min, text));
   }
   return value;
+}
+
+// backend SERVICE BACKEND drain|disable|enable, or backend SERVICE BACKEND weight W.
+nlohmann::json backend_args(const std::vector<std::string>& words) {
+  constexpr std::string_view kForm =
+      "backend needs SERVICE BACKEND drain|disable|enable, or SERVICE BACKEND weight W";
+  if (words.size() < 3) throw usage_error(std::string(kForm));
+  nlohmann::json args = {{"service", words[0]}, {"backend", words[1]}};
+  if (words[2] == "weight") {
+    if (words.size() != 4) throw usage_error(std::string(kForm));
+    args["weight"] = parse_int("weight", words[3], 0);
+    return args;
+  }
+  if (words[2] != "drain" && words[2] != "disable" && words[2] != "enable") {
+    throw usage_error(fmt::format("backend: '{}' is not drain, disable, enable or weight",
+                                  words[2]));
+  }
+  if (words.size() != 3) throw usage_error(std::string(kForm));
+  args["state"] = words[2];
+  return args;
 }
 
 }  // namespace
@@ -139,6 +160,10 @@ Invocation parse_command_line(const std::vector<std::string>& args, const char* 
 
   if (!command) throw usage_error("no command given");
   inv.command = *command;
+  if (inv.command == Command::backend) {
+    inv.args = backend_args(positional);
+    positional.clear();
+  }
   const bool takes_prefix = inv.command == Command::stats || inv.command == Command::watch;
   if (!takes_prefix && !positional.empty()) {
     throw usage_error(fmt::format("{} takes no arguments, got '{}'", wire_command(inv.command),
@@ -171,6 +196,10 @@ Commands:
   workers              worker threads, liveness and heartbeat age
   config               the running configuration
   reload               re-read the config file (ferryd keeps the old one if it is invalid)
+  backend SERVICE BACKEND drain|disable|enable
+  backend SERVICE BACKEND weight W
+                       steer a backend until ferryd restarts: drain (no new flows or
+                       connections), disable (no UDP traffic at all), enable, or weight 0..256
   watch [PREFIX...]    stats every interval, with per-second rates of counters
   top                  live view: a row per service with its traffic each way, active
                        connections, drops and errors per second

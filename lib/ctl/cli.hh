@@ -2,6 +2,7 @@
 // connection is made, and the --help text that documents it (with the exit codes).
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -15,6 +16,7 @@ enum class Command {
   workers,
   config,
   reload,
+  backend,
   watch,
   top,
   help,
@@ -34,6 +36,7 @@ struct Invocation {
   bool backends = false;              // top --backends
   bool reasons = false;               // top --reasons
   bool sort_by_name = false;          // top --sort name (else busiest first)
+  nlohmann::json args;                // backend: the command's args, checked here
 };
 
 // `args` excludes argv[0]. Options may come before or after the command, as "--opt value" or

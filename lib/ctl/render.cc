@@ -422,8 +422,19 @@ std::string render_services(const json& result) {
       for (const json& backend : *list) {
         if (!backends.empty()) backends += ",";
         if (backend.is_object()) {
+          // "10.0.1.2:53(up)", with the weight when not 1 and the admin state when not enabled:
+          // "10.0.1.3:53(up,weight 3,drain)".
           backends += string_or(backend, "address", "?");
-          if (backend.contains("state")) backends += "(" + string_or(backend, "state") + ")";
+          std::string notes;
+          if (backend.contains("state")) notes = string_or(backend, "state");
+          if (backend.contains("weight") && backend["weight"] != 1) {
+            notes += (notes.empty() ? "" : ",") + std::string("weight ") +
+                     string_or(backend, "weight");
+          }
+          if (backend.contains("admin") && backend["admin"] != "enabled") {
+            notes += (notes.empty() ? "" : ",") + string_or(backend, "admin");
+          }
+          if (!notes.empty()) backends += "(" + notes + ")";
         } else {
           backends += format_value(backend);
         }
@@ -479,6 +490,21 @@ std::string render_reload(const json& result) {
   if (result.contains("config_path")) out += " " + format_value(result["config_path"]);
   for (const char* reason : {"message", "reason"}) {
     if (result.contains(reason)) out += ": " + format_value(result[reason]);
+  }
+  return out + "\n";
+}
+
+std::string render_backend(const json& result) {
+  if (!result.is_object()) return format_value(result) + "\n";
+  std::string out = fmt::format("{} {}: {}, weight {}", string_or(result, "service"),
+                                string_or(result, "backend"), string_or(result, "admin"),
+                                string_or(result, "weight"));
+  if (result.contains("configured_weight") && result["configured_weight"] != result["weight"]) {
+    out += fmt::format(" (configured {})", string_or(result, "configured_weight"));
+  }
+  if (result.contains("health")) out += ", health " + string_or(result, "health");
+  if (result.contains("takes_new_traffic")) {
+    out += result["takes_new_traffic"] == true ? ", takes new traffic" : ", takes no new traffic";
   }
   return out + "\n";
 }

@@ -24,6 +24,8 @@ std::string render_services(const nlohmann::json& result);  // NAME VIP:PORT PRO
 std::string render_workers(const nlohmann::json& result);   // NAME KIND ALIVE HEARTBEAT + counters
 std::string render_config(const nlohmann::json& result);    // "# PATH" then the JSON
 std::string render_reload(const nlohmann::json& result);    // "reloaded PATH"
+// "web 10.0.1.2:8080: drain, weight 2 (configured 1), health up, takes no new traffic"
+std::string render_backend(const nlohmann::json& result);
 std::string render_help(const nlohmann::json& result);      // COMMAND ACCESS SUMMARY
 
 // "k=v,k=v" for a labels object (nlohmann keeps keys sorted) or an array of [k, v] pairs (in

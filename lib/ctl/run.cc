@@ -30,6 +30,8 @@ std::string render_result(Command command, const json& result) {
       return render_config(result);
     case Command::reload:
       return render_reload(result);
+    case Command::backend:
+      return render_backend(result);
     case Command::help:
       return render_help(result);
     default:
@@ -85,7 +87,7 @@ int run_or_throw(const Invocation& inv, Terminal& term) {
     return 0;
   }
 
-  json args = json::object();
+  json args = inv.command == Command::backend ? inv.args : json::object();
   if (!inv.prefix.empty()) args["prefix"] = inv.prefix;
   Response response = client.call(wire_command(inv.command), args);
   if (inv.json) {

@@ -118,7 +118,10 @@ std::string render_top_table(const TopView& view, const TopOptions& options) {
       add({row.service, row.protocol, row.endpoint, row.path, backends}, row.figures, 2);
       if (!options.backends) continue;
       for (const TopBackend& b : row.backends) {
-        add({"  " + b.address, "", "", "", b.state}, b.figures, 4);
+        // "up", "up,drain", "down,disabled": health, then the operator's state when not enabled.
+        std::string state = b.state;
+        if (!b.admin.empty() && b.admin != "enabled") state += "," + b.admin;
+        add({"  " + b.address, "", "", "", state}, b.figures, 4);
       }
     }
     std::string text = table.render();
@@ -150,7 +153,10 @@ json top_json(const TopView& view, const json& status, const json& stats, const 
   for (const TopRow& row : view.rows) {
     json backends = json::array();
     for (const TopBackend& b : row.backends) {
-      json entry = {{"address", b.address}, {"state", b.state}};
+      json entry = {{"address", b.address},
+                    {"state", b.state},
+                    {"admin", b.admin.empty() ? json(nullptr) : json(b.admin)},
+                    {"weight", optional_json(b.weight)}};
       entry.update(figures_json(b.figures));
       backends.push_back(std::move(entry));
     }

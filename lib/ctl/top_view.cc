@@ -159,7 +159,9 @@ TopView build_top_view(const json& services_result, const StatsIndex& stats, Top
         row.backends_up = 0;
         for (const json& b : *backends) {
           if (!b.is_object()) continue;
-          TopBackend backend{text_of(b, "address"), text_of(b, "state"), {}};
+          TopBackend backend{text_of(b, "address"), text_of(b, "state"), "", std::nullopt, {}};
+          if (b.contains("admin") && b["admin"].is_string()) backend.admin = b["admin"];
+          if (b.contains("weight") && b["weight"].is_number()) backend.weight = b["weight"];
           // `up` is whether it takes traffic: a backend without health checks always does.
           bool up = b.contains("up") ? b["up"] == true : backend.state == "up";
           if (b.value("checked", true) == false && up) backend.state = "unchecked";

@@ -25,6 +25,8 @@ struct TopFigures {
 struct TopBackend {
   std::string address;
   std::string state;  // up, down, unknown (no check finished yet), unchecked (no health checks)
+  std::string admin;  // enabled, drain, disabled (ferryctl backend); empty if ferryd says none
+  std::optional<double> weight;
   TopFigures figures;
 };
 

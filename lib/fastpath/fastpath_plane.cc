@@ -226,6 +226,7 @@ void FastpathPlane::bind_sockets(const config::XdpConfig& xdp) {
     WorkerOptions options;
     options.queue = layout_.queues[w];
     options.resolve_wake_fd = resolve_wait_.native_handle();
+    options.flows = xdp.flows;
     auto worker = std::make_unique<Worker>(options, umem_->pool().make_slab(w, workers),
                                            std::move(ports), board_->reader(w));
     // Fill rings first: a socket goes into the XSKMAP only with buffers to receive into.

@@ -51,6 +51,18 @@ constexpr FamilyHelp kFamilies[] = {
      "UDP checksums computed after the rewrite: frames that arrived CHECKSUM_PARTIAL, or UDP over "
      "IPv6 with 0.",
      Type::counter},
+    {"ferry_xsk_flows", "Entries in use in each worker's UDP flow affinity table.", Type::gauge},
+    {"ferry_xsk_flow_hits_total", "Requests sent to the backend their flow's entry names.",
+     Type::counter},
+    {"ferry_xsk_flow_misses_total",
+     "Requests of flows without an entry (new flows), given Maglev's choice.", Type::counter},
+    {"ferry_xsk_flow_reassigned_total",
+     "Flows whose backend may no longer keep them (disabled, down, removed), given Maglev's "
+     "choice.",
+     Type::counter},
+    {"ferry_xsk_flow_evictions_total",
+     "Live flow entries displaced by a new flow because their bucket was full.", Type::counter},
+    {"ferry_xsk_flow_expiries_total", "Flow entries freed after the idle timeout.", Type::counter},
     {"ferry_xsk_table_generation", "Generation of the tables last published to the workers.",
      Type::gauge},
     {"ferry_xsk_socket_info", "1 per AF_XDP socket, with how it is bound.", Type::gauge},
@@ -138,6 +150,13 @@ void FastpathPlane::collect(metrics::SnapshotBuilder& out) const {
     counter("ferry_xsk_checksums_finished_total",
             {{"worker", name}, {"queue", queue}, {"kind", "ipv6_zero"}},
             c.checksums_ipv6_zero.value());
+    const FlowCounters& f = c.flows;
+    gauge("ferry_xsk_flows", wl, static_cast<double>(f.entries.value()));
+    counter("ferry_xsk_flow_hits_total", wl, f.hits.value());
+    counter("ferry_xsk_flow_misses_total", wl, f.misses.value());
+    counter("ferry_xsk_flow_reassigned_total", wl, f.reassigned.value());
+    counter("ferry_xsk_flow_evictions_total", wl, f.evictions.value());
+    counter("ferry_xsk_flow_expiries_total", wl, f.expiries.value());
     counter("ferry_xsk_resolution_requests_total",
             {{"worker", name}, {"queue", queue}, {"result", "queued"}},
             c.resolutions_requested.value());
@@ -195,6 +214,8 @@ void FastpathPlane::annotate_status(nlohmann::json& xdp_status) const {
       {"umem_frames", xdp_config_.umem.frames},
       {"frame_bytes", xdp_config_.umem.frame_bytes},
       {"slab_frames", slab},
+      {"flow_entries", xdp_config_.flows.entries},
+      {"flow_table_bytes", workers_.empty() ? 0 : workers_.front().worker->flows().memory_bytes()},
       {"hugepages", umem_->pool().on_hugepages()},
       {"table_generation", board_->generation()},
       {"kernel_routes", watch_->tables()->routes.routes().size()},
@@ -220,6 +241,8 @@ nlohmann::json FastpathPlane::worker_details() const {
                    {"rx_packets", rx},
                    {"tx_packets", tx},
                    {"drops", drops},
+                   {"flows", w.counters().flows.entries.value()},
+                   {"flow_capacity", w.flows().capacity()},
                    {"table_generation", w.snapshot_generation()}};
   }
   return out;

@@ -74,7 +74,7 @@ FrameOutcome outcome(const packet::Verdict& v, const NeighbourKey& missed) {
 
 // The action for a parsed UDP frame; `missed` gets the next hop a hold waits for.
 FrameOutcome act(packet::FrameBytes frame, packet::ParsedPacket& p, const Snapshot& s,
-                 std::uint32_t ingress_slot, FrameSinks sinks) noexcept {
+                 std::uint32_t ingress_slot, FrameSinks sinks, FlowAffinity flows) noexcept {
   NeighbourKey missed{};
   const ConfigTables& tables = *s.config;
   packet::ServiceMatch match = tables.services.match(p);
@@ -90,7 +90,15 @@ FrameOutcome act(packet::FrameBytes frame, packet::ParsedPacket& p, const Snapsh
       const auto& next_hop = r->gateway ? r->gateway->bytes : q.dst_address;
       return resolve_on(s, r->port, q.version, next_hop, sinks, missed, out);
     };
-    packet::Verdict v = packet::balance(frame, p, tables.services, any_port);
+    // Requests of a flow-affinity service go where their flow's entry says; replies never ask.
+    auto choose = [&](const packet::Service& service, const packet::ParsedPacket& q) {
+      std::uint64_t seed = tables.services.flow_hash_seed();
+      if (flows.table && service.flow_affinity) {
+        return flows.table->backend_for(service, q, seed, flows.now_ms);
+      }
+      return packet::choose_backend(service, q, seed);
+    };
+    packet::Verdict v = packet::balance(frame, p, tables.services, choose, any_port);
     return outcome(v, missed);
   }
   if (const packet::RouteEntry* route = tables.routes.lookup(p)) {
@@ -111,7 +119,7 @@ FrameOutcome act(packet::FrameBytes frame, packet::ParsedPacket& p, const Snapsh
 }  // namespace
 
 FrameOutcome process_frame(packet::FrameBytes frame, const Snapshot& s, std::uint32_t ingress_slot,
-                           FrameSinks sinks) noexcept {
+                           FrameSinks sinks, FlowAffinity flows) noexcept {
   packet::ParsedPacket p;
   packet::ParseError err = packet::parse_frame(frame, p);
   if (err != packet::ParseError::none) {
@@ -121,7 +129,7 @@ FrameOutcome process_frame(packet::FrameBytes frame, const Snapshot& s, std::uin
   if (p.protocol != IPPROTO_UDP) return FrameOutcome::dropped(Drop::unexpected);
   // Decided on the frame as it came: the signature is the pseudo-header of the original addresses.
   packet::L4Checksum checksum = packet::classify_l4_checksum(frame, p);
-  FrameOutcome o = act(frame, p, s, ingress_slot, sinks);
+  FrameOutcome o = act(frame, p, s, ingress_slot, sinks, flows);
   if (o.fate != Fate::drop && packet::needs_finishing(checksum)) {
     packet::finish_l4_checksum(frame, p);
     (checksum == packet::L4Checksum::partial ? sinks.counters.checksums_partial

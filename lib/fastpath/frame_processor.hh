@@ -6,6 +6,7 @@
 
 #include <cstdint>
 
+#include "lib/fastpath/flow_table.hh"
 #include "lib/fastpath/resolution_queue.hh"
 #include "lib/fastpath/snapshot.hh"
 #include "lib/fastpath/worker_counters.hh"
@@ -41,9 +42,17 @@ struct FrameSinks {
   WorkerCounters& counters;
 };
 
+// The worker's flow affinity table and its batch's clock (FlowTable::clock_ms()). No table:
+// every request gets Maglev's choice, as does every request of a service without flow affinity.
+struct FlowAffinity {
+  FlowTable* table = nullptr;
+  std::uint32_t now_ms = 0;
+};
+
 // `frame` is rewritten in place when forwarded (and may be partly rewritten when dropped).
 // `ingress_slot` is the slot of the port the frame arrived on (reflect sends it back there).
 FrameOutcome process_frame(packet::FrameBytes frame, const Snapshot& snapshot,
-                           std::uint32_t ingress_slot, FrameSinks sinks) noexcept;
+                           std::uint32_t ingress_slot, FrameSinks sinks,
+                           FlowAffinity flows = {}) noexcept;
 
 }  // namespace ferry::fastpath

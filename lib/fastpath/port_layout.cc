@@ -115,7 +115,8 @@ FastpathLayout resolve_layout(const config::XdpConfig& xdp, const InterfaceFacts
 }
 
 bool same_socket_layout(const config::XdpConfig& a, const config::XdpConfig& b) {
-  if (a.umem != b.umem || a.rings != b.rings) return false;
+  // The flow tables are allocated with the workers: a new size or timeout needs new workers.
+  if (a.umem != b.umem || a.rings != b.rings || a.flows != b.flows) return false;
   if (a.interfaces.size() != b.interfaces.size()) return false;
   for (std::size_t i = 0; i < a.interfaces.size(); ++i) {
     const auto& x = a.interfaces[i];

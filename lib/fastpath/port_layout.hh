@@ -47,7 +47,7 @@ InterfaceFacts system_interface_facts();
 FastpathLayout resolve_layout(const config::XdpConfig& xdp, const InterfaceFacts& facts);
 
 // False when going from `a` to `b` needs the sockets re-bound (interfaces, queues, zerocopy,
-// UMEM or ring sizes changed); true when a reload only has to swap tables.
+// UMEM or ring sizes, the flow tables changed); true when a reload only has to swap tables.
 bool same_socket_layout(const config::XdpConfig& a, const config::XdpConfig& b);
 
 }  // namespace ferry::fastpath

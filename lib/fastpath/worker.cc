@@ -21,7 +21,8 @@ Worker::Worker(const WorkerOptions& options, xsk::UmemSlab slab, std::vector<Wor
       slab_(std::move(slab)),
       ports_(std::move(ports)),
       reader_(reader),
-      held_(HoldQueue::for_slab(slab_.frame_count())) {
+      held_(HoldQueue::for_slab(slab_.frame_count())),
+      flows_(options.flows.entries, options.flows.idle_timeout_ms, counters_.flows) {
   if (options_.burst == 0 || options_.burst > kMaxBurst) {
     throw std::invalid_argument("worker burst must be 1.." + std::to_string(kMaxBurst));
   }
@@ -54,18 +55,23 @@ bool Worker::poll_once() {
   bool work = false;
   for (std::uint32_t i = 0; i < ports_.size(); ++i) work |= recycle(i);
   if (!held_.empty()) work |= serve_held(snapshot);
+  // One clock read per turn serves every frame of its bursts: flow ages are in coarse ticks.
+  FlowAffinity flows;
+  if (flows_.enabled()) flows = {&flows_, FlowTable::clock_ms()};
   for (std::uint32_t i = 0; i < ports_.size(); ++i) {
-    if (receive(i, snapshot) > 0) {
+    if (receive(i, snapshot, flows) > 0) {
       work = true;
       // Transmit after each port's burst: the staging arrays hold one burst.
       for (std::uint32_t e = 0; e < ports_.size(); ++e) transmit(e);
     }
   }
   for (std::uint32_t i = 0; i < ports_.size(); ++i) kick(i);
+  if (work && flows.table) flows_.sweep(flows.now_ms, kFlowSweepSlotsPerTurn);
   return work;
 }
 
-std::uint32_t Worker::receive(std::uint32_t port_index, const Snapshot& snapshot) {
+std::uint32_t Worker::receive(std::uint32_t port_index, const Snapshot& snapshot,
+                              FlowAffinity flows) {
   WorkerPort& port = ports_[port_index];
   xsk::RingSlices<const xdp_desc> got = port.rings.rx.peek(options_.burst);
   if (got.empty()) {
@@ -89,7 +95,8 @@ std::uint32_t Worker::receive(std::uint32_t port_index, const Snapshot& snapshot
       counters_.rejected_frames.add();
       continue;
     }
-    FrameOutcome o = process_frame(packet::frame_bytes(data, d.len), snapshot, port.slot, sinks);
+    FrameOutcome o =
+        process_frame(packet::frame_bytes(data, d.len), snapshot, port.slot, sinks, flows);
     if (o.fate != Fate::drop) {
       std::int8_t egress = o.egress_slot < FERRY_MAX_INTERFACES ? port_of_slot_[o.egress_slot] : -1;
       if (egress < 0) {
@@ -266,6 +273,7 @@ void Worker::run(const std::atomic<bool>& stop, int wake_fd, const std::function
     if (!idle.should_sleep(work)) continue;
     bool tx_stuck = tx_in_flight() > 0;
     publish_account();
+    if (flows_.enabled()) flows_.sweep(FlowTable::clock_ms(), kFlowSweepSlotsIdle);
     counters_.sleeps.add();
     // A stuck tx ring (link down) is retried every few ms instead of spinning; held frames every
     // millisecond, since a snapshot with their next hop's MAC wakes no poll().

@@ -14,6 +14,8 @@
 #include <vector>
 
 #include "bpf/ferry_shared.h"
+#include "lib/config/config.hh"
+#include "lib/fastpath/flow_table.hh"
 #include "lib/fastpath/frame_processor.hh"
 #include "lib/fastpath/hold_queue.hh"
 #include "lib/fastpath/resolution_queue.hh"
@@ -43,11 +45,17 @@ struct WorkerOptions {
   // burst, only for a next hop not already waiting), so the control thread asks the kernel at the
   // first miss instead of at its next housekeeping turn. -1: none (tests).
   int resolve_wake_fd = -1;
+  // The flow affinity table (xdp.flows): entries 0 = off, every request is Maglev's.
+  config::FlowTableConfig flows{};
 };
 
 class Worker {
  public:
   static constexpr std::uint32_t kMaxBurst = 64;
+  // Flow table slots the expiry sweep looks at per busy turn (one bucket: at most 8 entry reads
+  // per burst), and before each sleep (an idle table is swept round within a few sleeps).
+  static constexpr std::uint32_t kFlowSweepSlotsPerTurn = FlowTable::kWays;
+  static constexpr std::uint32_t kFlowSweepSlotsIdle = 8192;
 
   Worker(const WorkerOptions& options, xsk::UmemSlab slab, std::vector<WorkerPort> ports,
          SnapshotBoard::Reader reader);
@@ -78,6 +86,7 @@ class Worker {
   std::uint32_t queue() const { return options_.queue; }
   std::span<const WorkerPort> ports() const { return ports_; }
   const HoldQueue& held() const { return held_; }
+  const FlowTable& flows() const { return flows_; }
   const xsk::UmemSlab& slab() const { return slab_; }
   std::uint64_t snapshot_generation() const {
     return seen_generation_.load(std::memory_order_relaxed);
@@ -86,7 +95,7 @@ class Worker {
   std::uint32_t tx_in_flight() const;
 
  private:
-  std::uint32_t receive(std::uint32_t port_index, const Snapshot& snapshot);
+  std::uint32_t receive(std::uint32_t port_index, const Snapshot& snapshot, FlowAffinity flows);
   void transmit(std::uint32_t port_index);
   void stage(std::int8_t port_index, std::uint64_t addr, std::uint32_t len);
   bool serve_held(const Snapshot& snapshot);
@@ -107,6 +116,7 @@ class Worker {
   HoldQueue held_;
   std::uint64_t held_checked_generation_ = 0;  // the snapshot the held frames were last tried on
   WorkerCounters counters_;
+  FlowTable flows_;  // after counters_, which it writes from its constructor on
   PublishedAccount published_;
 };
 

@@ -39,6 +39,16 @@ struct alignas(64) PortCounters {
   metrics::Counter fill_wakeups;    // poll() calls because the fill ring asked for one
 };
 
+// The worker's flow affinity table (flow_table.hh).
+struct alignas(64) FlowCounters {
+  metrics::Gauge entries;       // in use now
+  metrics::Counter hits;        // requests sent to the backend their flow's entry names
+  metrics::Counter misses;      // requests of flows without an entry (new): Maglev's choice
+  metrics::Counter reassigned;  // flows whose backend may no longer keep them: Maglev's choice
+  metrics::Counter evictions;   // live entries displaced by a new flow: their bucket was full
+  metrics::Counter expiries;    // entries idle for longer than the idle timeout, freed
+};
+
 struct alignas(64) WorkerCounters {
   std::array<metrics::Counter, kDropCount> drops;
   metrics::Counter sleeps;                 // poll() sleeps after the idle spin
@@ -52,6 +62,7 @@ struct alignas(64) WorkerCounters {
   metrics::Counter checksums_partial;      // L4 checksums finished: arrived CHECKSUM_PARTIAL
   metrics::Counter checksums_ipv6_zero;    // ... computed: UDP over IPv6 arrived with 0
   std::array<PortCounters, FERRY_MAX_INTERFACES> ports;  // by the worker's port index
+  FlowCounters flows;
 };
 
 // The frame-conservation terms of a worker's slab, published by the worker between batches with

@@ -4,6 +4,7 @@
 
 #include <fmt/chrono.h>
 
+#include "lib/admin/effective_config.hh"
 #include "lib/common/log.hh"
 #include "lib/control/protocol.hh"
 #include "lib/health/health_report.hh"
@@ -87,7 +88,8 @@ json Daemon::State::reload(const std::string& reason) {
     throw control::CommandError("rejected", e.what());
   }
   // TCP services: a listener that cannot be bound is reported, the rest of the reload stands.
-  tcp::TcpApplyResult tcp_result = tcp->apply(next);
+  tcp::TcpApplyResult tcp_result = tcp->apply(admin::effective_config(next, admin));
+  admin.configure(next.services);  // the reload stands: forget the backends it removed
   for (const auto& err : tcp_result.errors) log::error("reload: {}", err);
   auto pending = restart_required(*config, next);
   pending.insert(pending.end(), tcp_result.restart_required.begin(),
@@ -186,12 +188,17 @@ void Daemon::State::register_commands() {
                    json backends = json::array();
                    for (const auto& b : svc.backends) {
                      auto it = health_of.find({svc.name, b.to_string()});
-                     backends.push_back(it != health_of.end()
-                                            ? it->second
-                                            : json{{"address", b.to_string()},
-                                                   {"state", "unknown"},
-                                                   {"up", true},  // unchecked backends take traffic
-                                                   {"checked", false}});
+                     json row = it != health_of.end()
+                                    ? it->second
+                                    : json{{"address", b.to_string()},
+                                           {"state", "unknown"},
+                                           {"up", true},  // unchecked backends take traffic
+                                           {"checked", false}};
+                     if (auto steering = admin.find(svc.name, b)) {
+                       row["weight"] = steering->weight();
+                       row["admin"] = std::string(admin::to_string(steering->admin.state));
+                     }
+                     backends.push_back(std::move(row));
                    }
                    // Which engine serves each protocol: UDP is balanced (or reflected) by the
                    // AF_XDP workers, TCP proxied (or echoed) by the io_uring runtime.
@@ -247,6 +254,8 @@ void Daemon::State::register_commands() {
                  return json{{"path", config_path}, {"config", config::to_json(*config)}};
                });
 
+  register_backend_command();
+
   commands.add("reload", Access::admin,
                "re-read the config file; an invalid file is rejected and the running one stays",
                [this](const json&, const control::Peer& peer) {
@@ -256,6 +265,7 @@ void Daemon::State::register_commands() {
 
 void Daemon::State::collect(metrics::SnapshotBuilder& out) const {
   health::collect_health(health, health_checker.get(), out);
+  admin.collect(out);
   out.counter("ferry_config_reloads_total", "Successful configuration reloads.", {},
               static_cast<double>(reloads));
   out.counter("ferry_config_reload_failures_total",

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <future>
 
+#include "lib/admin/effective_config.hh"
 #include "lib/common/log.hh"
 #include "lib/lifecycle/daemon_state.hh"
 #include "lib/metrics/process_metrics.hh"
@@ -84,6 +85,7 @@ int Daemon::run() {
       s.metrics_http->start();
     }
     s.xdp = std::make_unique<xdp::XdpPlane>(s.registry);
+    s.admin.configure(s.config->services);
     s.apply_data_plane(*s.config);
     s.tcp = std::make_unique<tcp::TcpPlane>(
         s.registry,
@@ -92,7 +94,7 @@ int Daemon::run() {
           return std::function<void()>([beat] { beat->beat(); });
         },
         &s.health);
-    s.tcp->start(*s.config);
+    s.tcp->start(admin::effective_config(*s.config, s.admin));
   } catch (const std::exception& e) {
     log::error("{}", e.what());
     log::error("ferryd could not start; everything set up so far is being released");

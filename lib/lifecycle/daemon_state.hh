@@ -13,6 +13,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
 
+#include "lib/admin/admin_board.hh"
 #include "lib/config/config.hh"
 #include "lib/fastpath/fastpath_plane.hh"
 #include "lib/fastpath/link_watch.hh"
@@ -39,9 +40,12 @@ struct Daemon::State {
   // Re-reads the config file and applies it; on an invalid file the running config stays and
   // control::CommandError("rejected", "FILE:LINE:COL: message") is thrown. Control thread only.
   nlohmann::json reload(const std::string& reason);
-  // Brings the XDP program and the AF_XDP fast path in line with `next` (startup and reload);
-  // see data_plane.cc for the order. Throws, leaving the caller to re-apply the running config.
-  void apply_data_plane(const config::Config& next);
+  // Brings the XDP program and the AF_XDP fast path in line with `configured` with the operator's
+  // steering applied (startup, reload, `backend`); see data_plane.cc for the order. Throws,
+  // leaving the caller to re-apply the running config.
+  void apply_data_plane(const config::Config& configured);
+  // The `backend` command: applies the admin board's change to both data planes.
+  void apply_steering();
   // Hands `next`'s checked backends to the health checker (started on first need) and drops
   // removed backends from the board; part of apply_data_plane.
   void apply_health(const config::Config& next);
@@ -55,6 +59,7 @@ struct Daemon::State {
   std::string summary() const;
   nlohmann::json tcp_control_listen() const;  // the bound address, or null when off
   void register_commands();
+  void register_backend_command();  // backend_command.cc
   void collect(metrics::SnapshotBuilder& out) const;
 
   const std::string config_path;
@@ -76,6 +81,9 @@ struct Daemon::State {
   metrics::Registry::Handle daemon_metrics;
   std::unique_ptr<control::ControlServer> control;
   std::unique_ptr<metrics::MetricsHttpServer> metrics_http;
+  // The operator's drain/disable/weight per backend (the `backend` command); read when the
+  // planes' tables are built.
+  admin::AdminBoard admin;
   // Backend up/down flags: written by the health checker, read by the fast path and the proxy,
   // so it outlives both.
   health::HealthBoard health;

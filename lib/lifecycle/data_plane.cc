@@ -2,6 +2,7 @@
 // in the order that keeps traffic flowing through a reload.
 #include <boost/asio/post.hpp>
 
+#include "lib/admin/effective_config.hh"
 #include "lib/common/log.hh"
 #include "lib/lifecycle/daemon_state.hh"
 
@@ -12,7 +13,8 @@ namespace ferry::lifecycle {
 // workers before XDP steers its first frame to them; no socket is touched and frames in flight
 // stay in flight. Different sockets: the fast path is taken down before the program may change
 // (its maps hold the sockets), the program is brought in line, and a new fast path is bound.
-void Daemon::State::apply_data_plane(const config::Config& next) {
+void Daemon::State::apply_data_plane(const config::Config& configured) {
+  const config::Config next = admin::effective_config(configured, admin);
   bool keep_sockets = fastpath && fastpath->serves_layout_of(next.xdp);
   if (!next.xdp.interfaces.empty()) {
     fastpath::FastpathPlane::check_tables(next);
@@ -33,15 +35,26 @@ void Daemon::State::apply_data_plane(const config::Config& next) {
       std::shared_ptr<Heartbeat> beat = heartbeats.enroll(name, "xdp");
       return [beat] { beat->beat(); };
     };
-    // Down backends leave the Maglev tables; refresh_backends() rebuilds them on transitions.
+    // Down and disabled backends leave the Maglev tables, and their flows move; refresh_backends()
+    // rebuilds them on health transitions, apply_steering() on the operator's changes.
     hooks.backend_up = [this](const std::string& service, const net::Endpoint& backend) {
-      return health.state(service, backend)->up.load(std::memory_order_relaxed);
+      return health.state(service, backend)->up.load(std::memory_order_relaxed) &&
+             admin::keeps_flows(admin, service, backend);
     };
     fastpath = std::make_unique<fastpath::FastpathPlane>(
         io, registry, fastpath::XskMapFds{maps.ifslots, maps.xsks}, next, std::move(hooks));
   }
   follow_links();
   apply_health(next);
+}
+
+// A drained backend weighs 0 in the new tables (Maglev, the proxy's policies) but keeps its
+// established flows and connections; a disabled one leaves the UDP tables altogether. The TCP
+// side builds a new generation: open connections keep theirs and finish where they are.
+void Daemon::State::apply_steering() {
+  apply_data_plane(*config);
+  tcp::TcpApplyResult result = tcp->apply(admin::effective_config(*config, admin));
+  for (const auto& err : result.errors) log::error("backend: {}", err);
 }
 
 // The watch learns the ifindexes just bound; a deletion it reports leaves the plane as it is (the

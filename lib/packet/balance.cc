@@ -29,24 +29,36 @@ std::uint16_t choose_backend(const Service& service, const ParsedPacket& p,
   return service.maglev.lookup(flow_hash(p, flow_hash_seed));
 }
 
-BalanceStep balance_rewrite(FrameBytes frame, ParsedPacket& p, const ServiceTable& table) noexcept {
-  ServiceMatch m = table.match(p);
+namespace detail {
+
+BalanceStep balance_precheck(ConstFrameBytes frame, const ParsedPacket& p,
+                             const ServiceMatch& m) noexcept {
   if (m.kind == MatchKind::none || m.service->action != ServiceAction::balance) {
     return BalanceStep::not_balanced;
   }
   if (!frame_matches(frame, p)) return BalanceStep::malformed;
   // Checked before rewriting so a frame that is not forwarded is left exactly as it came.
   if (!hop_limit_allows_forward(p)) return BalanceStep::ttl_expired;
-  const Service& s = *m.service;
-  if (m.kind == MatchKind::to_service) {
-    std::uint16_t backend = choose_backend(s, p, table.flow_hash_seed());
-    if (backend == MaglevTable::kNoBackend) return BalanceStep::no_backend;
-    const net::Endpoint& to = s.backends[backend];
-    rewrite_endpoint(frame, p, Side::destination, to.address.bytes, to.port);
-    return BalanceStep::to_backend;
-  }
+  return m.kind == MatchKind::to_service ? BalanceStep::to_backend : BalanceStep::to_client;
+}
+
+BalanceStep rewrite_to_backend(FrameBytes frame, ParsedPacket& p, const Service& s,
+                               std::uint16_t backend) noexcept {
+  if (backend >= s.backends.size()) return BalanceStep::no_backend;  // kNoBackend among them
+  const net::Endpoint& to = s.backends[backend];
+  rewrite_endpoint(frame, p, Side::destination, to.address.bytes, to.port);
+  return BalanceStep::to_backend;
+}
+
+BalanceStep rewrite_to_client(FrameBytes frame, ParsedPacket& p, const Service& s) noexcept {
   rewrite_endpoint(frame, p, Side::source, s.vip.bytes, s.port);
   return BalanceStep::to_client;
+}
+
+}  // namespace detail
+
+BalanceStep balance_rewrite(FrameBytes frame, ParsedPacket& p, const ServiceTable& table) noexcept {
+  return balance_rewrite(frame, p, table, MaglevChoice{table.flow_hash_seed()});
 }
 
 }  // namespace ferry::packet

@@ -41,11 +41,14 @@ MaglevTable MaglevTable::build(std::span<const MaglevBackend> backends, std::uin
                                 " is smaller than the backend count " +
                                 std::to_string(backends.size()));
   }
+  std::vector<MaglevBackend> ordered;
+  for (const MaglevBackend& b : backends) {
+    if (b.weight > 0) ordered.push_back(b);
+  }
   MaglevTable table;
-  table.backend_count_ = static_cast<std::uint32_t>(backends.size());
-  if (backends.empty()) return table;
+  table.backend_count_ = static_cast<std::uint32_t>(ordered.size());
+  if (ordered.empty()) return table;
 
-  std::vector<MaglevBackend> ordered(backends.begin(), backends.end());
   std::sort(ordered.begin(), ordered.end(),
             [](const MaglevBackend& a, const MaglevBackend& b) { return a.name < b.name; });
   for (std::size_t i = 0; i < ordered.size(); ++i) {
@@ -62,14 +65,22 @@ MaglevTable MaglevTable::build(std::span<const MaglevBackend> backends, std::uin
   // and 1 <= skip < size that sequence visits every slot, so the fill always terminates.
   std::size_t n = ordered.size();
   std::vector<std::uint32_t> next(n), skip(n);
+  std::uint32_t max_weight = 0;
   for (std::size_t i = 0; i < n; ++i) {
     next[i] = static_cast<std::uint32_t>(hash_name(ordered[i].name, kOffsetSeed) % size);
     skip[i] = static_cast<std::uint32_t>(hash_name(ordered[i].name, kSkipSeed) % (size - 1) + 1);
+    max_weight = std::max(max_weight, ordered[i].weight);
   }
+  // A backend takes its turn in a round once its credit reaches max_weight (see maglev.hh); with
+  // equal weights every backend takes every round, the unweighted fill.
+  std::vector<std::uint64_t> credit(n, 0);
   table.slots_.assign(size, kNoBackend);
   std::uint32_t filled = 0;
   while (true) {
     for (std::size_t i = 0; i < n; ++i) {
+      credit[i] += ordered[i].weight;
+      if (credit[i] < max_weight) continue;
+      credit[i] -= max_weight;
       std::uint32_t c = next[i];
       while (table.slots_[c] != kNoBackend) {
         c += skip[i];

@@ -37,6 +37,7 @@ ServiceTable ServiceTableBuilder::build(std::span<const config::ServiceConfig> c
     s.vip = c.vip;
     s.port = c.port;
     s.protocol = IPPROTO_UDP;
+    s.flow_affinity = c.affinity == config::Affinity::flow;
     if (s.action == ServiceAction::balance) s.backends = c.backends;
     if (s.backends.size() >= MaglevTable::kNoBackend) {
       throw std::invalid_argument("service " + c.name + ": more than 65534 backends");
@@ -51,11 +52,14 @@ ServiceTable ServiceTableBuilder::build(std::span<const config::ServiceConfig> c
       }
       bool up = !options.backend_up || options.backend_up(c, b);
       s.backend_up.push_back(up);
+      s.backend_weight.push_back(c.weight(s.backend_weight.size()));
       names.push_back(b.to_string());
     }
     std::vector<MaglevBackend> in_table;
     for (std::size_t i = 0; i < s.backends.size(); ++i) {
-      if (s.backend_up[i]) in_table.push_back({names[i], static_cast<std::uint16_t>(i)});
+      if (s.backend_up[i] && s.backend_weight[i] > 0) {
+        in_table.push_back({names[i], static_cast<std::uint16_t>(i), s.backend_weight[i]});
+      }
     }
     s.maglev = MaglevTable::build(in_table, options.maglev_size);
 

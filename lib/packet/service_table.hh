@@ -32,7 +32,13 @@ struct Service {
   std::uint8_t protocol = 0;
   std::vector<net::Endpoint> backends;  // config order; Maglev and the reverse map index into it
   std::vector<bool> backend_up;         // same order; down backends are not in `maglev`
-  MaglevTable maglev;                   // over the backends that are up
+  // Same order: the configured weights. Weight 0 backends are not in `maglev` (no new flows) but
+  // stay in the reverse map, so their replies are still rewritten.
+  std::vector<std::uint32_t> backend_weight;
+  MaglevTable maglev;  // over the backends that are up, each by its weight
+  // Requests go through the fast-path worker's flow table (affinity "flow", the UDP default) or
+  // straight to Maglev ("none").
+  bool flow_affinity = true;
 };
 
 enum class MatchKind : std::uint8_t {

@@ -50,10 +50,12 @@ std::shared_ptr<const Generation> ProxyService::build(const config::ServiceConfi
                                                       const config::ProxyConfig& proxy) {
   std::vector<Backend> backends;
   std::map<std::string, std::shared_ptr<BackendStats>> stats;
-  for (const net::Endpoint& e : service.backends) {
+  for (std::size_t i = 0; i < service.backends.size(); ++i) {
+    const net::Endpoint& e = service.backends[i];
     Backend b;
     b.endpoint = e;
     b.name = e.to_string();
+    b.weight = service.weight(i);
     b.address_len = e.to_sockaddr(b.address);
     if (health_ != nullptr) b.health = health_->state(service.name, e);
     auto it = stats_.find(b.name);

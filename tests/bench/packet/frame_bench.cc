@@ -1,13 +1,15 @@
 // The per-frame cost of what the fast path added for real clients: process_frame() on a balanced
 // request and a routed datagram, 64 and 1500 bytes on the wire, with a full checksum (classified,
 // then updated incrementally: what frames from a NIC cost) and with a partial one (finished after
-// the rewrite: what senders on the same host cost); and a hold and release of 64 frames for one
-// next hop. Run tests/bench/packet/run.sh for the table.
+// the rewrite: what senders on the same host cost); a balanced request with the flow affinity
+// table off, on and full; and a hold and release of 64 frames for one next hop. Run
+// tests/bench/packet/run.sh for the table.
 #include <benchmark/benchmark.h>
 
 #include <cstring>
 #include <vector>
 
+#include "lib/fastpath/flow_table.hh"
 #include "lib/fastpath/frame_processor.hh"
 #include "lib/fastpath/hold_queue.hh"
 #include "lib/packet/checksum.hh"
@@ -49,6 +51,58 @@ void BM_ProcessFrame(benchmark::State& state) {
   if (sum == kPartial && counters.checksums_partial.value() == 0) state.SkipWithError("not finished");
 }
 BENCHMARK(BM_ProcessFrame)->ArgsProduct({{kBalance, kRoute}, {64, 1500}, {kFull, kPartial}});
+
+// A balanced 64 B request of one of `flows` client flows (the source address's last byte and the
+// source port vary, as in a real mix), with the flow table off, on (every packet a hit once the
+// flows are in), or full (the flows outnumber the table 16:1: every packet a miss that evicts).
+// The clock and the sweep run once per 64 frames, as in the worker.
+enum FlowMode { kTableOff = 0, kTableOn = 1, kTableFull = 2 };
+
+void BM_BalanceFlows(benchmark::State& state) {
+  auto mode = static_cast<FlowMode>(state.range(0));
+  auto flows = static_cast<std::uint32_t>(state.range(1));
+  const std::vector<std::uint8_t> original = frame_of(kBalance, 64, kFull);
+  std::vector<std::uint8_t> frame = original;
+  auto snap = snapshot(config_tables(lab_config()), next_hop_tables());
+  ResolutionQueue queue;
+  WorkerCounters counters;
+  FlowTable table(mode == kTableOff ? 0 : 65536, 30000, counters.flows);
+  std::uint32_t now_ms = 1;
+  std::uint32_t flow = 0;
+  std::uint64_t n = 0;
+  for (auto _ : state) {
+    std::memcpy(frame.data(), original.data(), 48);
+    frame[28] = static_cast<std::uint8_t>(flow >> 16);  // IPv4 source address, last two bytes
+    frame[29] = static_cast<std::uint8_t>(flow >> 8);
+    frame[35] = static_cast<std::uint8_t>(flow);  // UDP source port, low byte
+    if (++flow == flows) flow = 0;
+    FlowAffinity affinity;
+    if (table.enabled()) affinity = {&table, now_ms};
+    FrameOutcome o =
+        process_frame({frame.data(), frame.size()}, *snap, 0, {queue, counters}, affinity);
+    benchmark::DoNotOptimize(o);
+    benchmark::ClobberMemory();
+    if ((++n & 63) == 0 && table.enabled()) {
+      now_ms = FlowTable::clock_ms();
+      table.sweep(now_ms, FlowTable::kWays);
+    }
+  }
+  const char* names[] = {"off", "on", "full"};
+  state.SetLabel(std::string("table ") + names[mode] + ", " + std::to_string(flows) + " flows");
+  // (Google Benchmark's first, short runs are too short to tell.)
+  if (n > 4 * std::uint64_t{flows}) {
+    if (mode == kTableOn && counters.flows.hits.value() < n / 2) state.SkipWithError("not hits");
+    if (mode == kTableFull && counters.flows.evictions.value() < n / 2) {
+      state.SkipWithError("not evicting");
+    }
+  }
+}
+BENCHMARK(BM_BalanceFlows)
+    ->Args({kTableOff, 1024})
+    ->Args({kTableOn, 1024})
+    ->Args({kTableOff, 32768})
+    ->Args({kTableOn, 32768})
+    ->Args({kTableFull, 1u << 20});
 
 // What every frame pays now, full checksum or not: the pseudo-header sum and one comparison.
 void BM_ClassifyChecksum(benchmark::State& state) {

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Runs frame_bench (process_frame with full and partial checksums at 64 and 1500 B, the checksum
-# classification every frame pays, a hold and release of 64 frames) and writes its table to
+# Runs frame_bench (process_frame with full and partial checksums at 64 and 1500 B, a balanced
+# request with the flow table off, on and full, the checksum classification every frame pays, a
+# hold and release of 64 frames) and writes its table to
 # tests/bench/results/frame.txt. No privileges.
 # Usage: tests/bench/packet/run.sh [BUILD_DIR]   (configured with -Dbench=true; default build-bench)
 set -euo pipefail

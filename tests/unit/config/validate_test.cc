@@ -6,9 +6,13 @@
 #include <string>
 
 #include "lib/config/config.hh"
+#include "tests/unit/config/config_errors.hh"
 
 namespace ferry::config {
 namespace {
+
+using test::column_of;
+using test::error_of;
 
 // Joins lines with '\n' so that the line numbers of a test's config are easy to read.
 std::string lines(std::initializer_list<const char*> ls) {
@@ -18,31 +22,6 @@ std::string lines(std::initializer_list<const char*> ls) {
     out += '\n';
   }
   return out;
-}
-
-ConfigError error_of(const std::string& text) {
-  try {
-    parse_config(text, "f.json");
-  } catch (const ConfigError& e) {
-    return e;
-  }
-  ADD_FAILURE() << "no error for: " << text;
-  return ConfigError("", -1, -1, "");
-}
-
-#define EXPECT_ERROR_AT(text, at_line, at_column, msg) \
-  do {                                                 \
-    ConfigError e = error_of(text);                    \
-    EXPECT_EQ(e.line(), at_line) << e.what();          \
-    EXPECT_EQ(e.column(), at_column) << e.what();      \
-    EXPECT_EQ(e.message(), msg) << e.what();           \
-  } while (0)
-
-// Column of the first `needle` in single-line `text`: where an error about that token must point.
-int column_of(const std::string& text, const std::string& needle) {
-  auto at = text.find(needle);
-  EXPECT_NE(at, std::string::npos) << needle << " not in " << text;
-  return static_cast<int>(at) + 1;
 }
 
 // A valid service block with one backend, with `extra` spliced in as further keys.

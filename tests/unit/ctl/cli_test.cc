@@ -12,6 +12,8 @@
 namespace ferry::ctl {
 namespace {
 
+using nlohmann::json;
+
 Invocation parse(std::vector<std::string> args, const char* env = nullptr) {
   return parse_command_line(args, env);
 }
@@ -77,6 +79,29 @@ TEST(CommandLine, ParsesTopOptions) {
   Invocation defaults = parse({"top"});
   EXPECT_FALSE(defaults.backends || defaults.reasons || defaults.sort_by_name);
   EXPECT_FALSE(parse({"top", "--sort=traffic"}).sort_by_name);
+}
+
+TEST(CommandLine, BackendTakesAStateOrAWeight) {
+  Invocation drain = parse({"backend", "web", "10.0.1.2:80", "drain"});
+  EXPECT_EQ(drain.command, Command::backend);
+  EXPECT_EQ(drain.args, json({{"service", "web"}, {"backend", "10.0.1.2:80"}, {"state", "drain"}}));
+  EXPECT_EQ(wire_command(Command::backend), "backend");
+  EXPECT_EQ(parse({"backend", "web", "[::1]:80", "weight", "3"}).args,
+            json({{"service", "web"}, {"backend", "[::1]:80"}, {"weight", 3}}));
+  EXPECT_EQ(parse({"backend", "web", "b", "enable"}).args["state"], "enable");
+  EXPECT_EQ(parse({"backend", "web", "b", "disable"}).args["state"], "disable");
+  const std::string form =
+      "backend needs SERVICE BACKEND drain|disable|enable, or SERVICE BACKEND weight W (see "
+      "ferryctl --help)";
+  EXPECT_EQ(usage_error({"backend", "web", "b"}), form);
+  EXPECT_EQ(usage_error({"backend", "web", "b", "weight"}), form);
+  EXPECT_EQ(usage_error({"backend", "web", "b", "drain", "now"}), form);
+  EXPECT_EQ(usage_error({"backend", "web", "b", "weight", "x"}),
+            "weight needs an integer >= 0, got 'x' (see ferryctl --help)");
+  EXPECT_EQ(usage_error({"backend", "web", "b", "weight", "--", "-1"}),
+            "weight needs an integer >= 0, got '-1' (see ferryctl --help)");
+  EXPECT_EQ(usage_error({"backend", "web", "b", "pause"}),
+            "backend: 'pause' is not drain, disable, enable or weight (see ferryctl --help)");
 }
 
 TEST(CommandLine, SeveralPrefixesAskFerrydForTheirCommonStart) {

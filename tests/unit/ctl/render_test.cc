@@ -101,6 +101,15 @@ TEST(RenderStatus, ListsOfObjectsBecomeTablesWithoutJson) {
             "echo     127.0.0.1:7007\n");
 }
 
+TEST(RenderBackend, SaysTheStateTheWeightAndWhetherItTakesNewTraffic) {
+  EXPECT_EQ(render_backend(json::parse(R"({"service":"web","backend":"10.0.1.2:80",
+    "admin":"drain","weight":2,"configured_weight":1,"health":"up","takes_new_traffic":false})")),
+            "web 10.0.1.2:80: drain, weight 2 (configured 1), health up, takes no new traffic\n");
+  EXPECT_EQ(render_backend(json::parse(R"({"service":"web","backend":"10.0.1.2:80",
+    "admin":"enabled","weight":1,"configured_weight":1,"health":"up","takes_new_traffic":true})")),
+            "web 10.0.1.2:80: enabled, weight 1, health up, takes new traffic\n");
+}
+
 const json kStats = json::parse(R"({"metrics":[
   {"name":"ferry_control_requests_total","type":"counter","help":"requests",
    "samples":[{"labels":{"cmd":"status","result":"ok"},"value":3},

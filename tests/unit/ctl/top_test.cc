@@ -35,7 +35,8 @@ json stats_of(std::initializer_list<json> families) {
 const json kServices = json::parse(R"({"services":[
   {"name":"dns","vip":"10.0.0.10","port":53,"protocols":["udp"],"mode":"proxy",
    "paths":{"udp":"fastpath"},
-   "backends":[{"address":"10.0.1.2:53","state":"up","up":true,"checked":true},
+   "backends":[{"address":"10.0.1.2:53","state":"up","up":true,"checked":true,"admin":"drain",
+                "weight":2},
                {"address":"10.0.1.3:53","state":"down","up":false,"checked":true}]},
   {"name":"web","vip":"::1","port":80,"protocols":["tcp"],"mode":"proxy","paths":{"tcp":"proxy"},
    "backends":[{"address":"[::1]:8080","state":"unknown","up":true,"checked":false}]},
@@ -253,6 +254,9 @@ TEST(TopTable, OneRowPerServiceWithBackendsAndReasonsOnDemand) {
   EXPECT_NE(text.find("\n  10.0.1.3:53                                         down    "),
             std::string::npos)
       << text;
+  EXPECT_NE(text.find("\n  10.0.1.2:53                                         up,drain  "),
+            std::string::npos)
+      << "the operator's state after the health";
   EXPECT_NE(text.find("\n  drops: service_limit 3/s; errors: no_backend 1/s, reset 2/s\n"),
             std::string::npos)
       << text;
@@ -276,6 +280,9 @@ TEST(TopJson, HasTheTablesFiguresWithNullForUnknown) {
   EXPECT_EQ(dns["in_packets_per_second"], 500.0);
   EXPECT_EQ(dns["active"], nullptr);
   EXPECT_EQ(dns["backends"][1]["state"], "down");
+  EXPECT_EQ(dns["backends"][0]["admin"], "drain");
+  EXPECT_EQ(dns["backends"][0]["weight"], 2.0);
+  EXPECT_EQ(dns["backends"][1]["admin"], nullptr);
   const json& web = doc["services"][3];
   EXPECT_EQ(web["errors_by_reason"]["reset"], 2.0);
   EXPECT_EQ(doc["traffic"]["fastpath"]["rx_packets_per_second"], 1950.0);

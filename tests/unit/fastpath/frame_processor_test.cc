@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <map>
 
 #include "lib/packet/parse.hh"
 #include "tests/unit/fastpath/lab_tables.hh"
@@ -18,8 +19,16 @@ using packet::test::stored16;
 
 class FrameProcessorTest : public ::testing::Test {
  protected:
-  FrameOutcome run(std::vector<std::uint8_t>& frame, std::uint32_t ingress = 0) {
-    return process_frame({frame.data(), frame.size()}, *snapshot_, ingress, {queue_, counters_});
+  FrameOutcome run(std::vector<std::uint8_t>& frame, std::uint32_t ingress = 0,
+                   FlowAffinity flows = {}) {
+    return process_frame({frame.data(), frame.size()}, *snapshot_, ingress, {queue_, counters_},
+                         flows);
+  }
+  // Where a request of client port `port` goes, through `flows` (none: pure Maglev).
+  net::IpAddress backend_of(std::uint16_t port, FlowAffinity flows) {
+    auto frame = build_frame(request(port)).bytes;
+    EXPECT_EQ(run(frame, 0, flows), FrameOutcome::to(1));
+    return parsed(frame).destination_ip();
   }
   packet::ParsedPacket parsed(const std::vector<std::uint8_t>& frame) {
     packet::ParsedPacket p;
@@ -213,6 +222,75 @@ TEST_F(FrameProcessorTest, Ipv6RouteWithoutKernelRouteIsOnLinkOnTheViaPort) {
   ASSERT_EQ(run(frame), FrameOutcome::to(1));
   EXPECT_EQ(parsed(frame).hop_limit, 63);
   EXPECT_EQ(mac_at(frame, 0), kBackendMac);
+}
+
+// 2000 client flows, through the worker's flow table.
+class FlowAffinityTest : public FrameProcessorTest {
+ protected:
+  static constexpr std::uint16_t kFirstPort = 20000;
+  static constexpr std::uint16_t kFlows = 2000;
+  std::map<std::uint16_t, net::IpAddress> send_all(std::uint32_t now_ms) {
+    std::map<std::uint16_t, net::IpAddress> to;
+    for (std::uint16_t port = kFirstPort; port < kFirstPort + kFlows; ++port) {
+      to[port] = backend_of(port, {&table_, now_ms});
+    }
+    return to;
+  }
+  void use(const config::Config& c, packet::ServiceTableOptions options = {}) {
+    snapshot_ = snapshot(config_tables(c, options), next_hop_tables());
+  }
+
+  FlowTable table_{65536, 30000, counters_.flows};
+};
+
+TEST_F(FlowAffinityTest, FlowsStayOnTheirBackendWhenAFourthIsAdded) {
+  std::map<std::uint16_t, net::IpAddress> before = send_all(1000);
+  EXPECT_EQ(counters_.flows.misses.value(), kFlows);
+  use(lab_config({"10.2.0.2:53", "10.2.0.3:53", "10.2.0.4:53", "10.2.0.5:53"}));
+  EXPECT_EQ(send_all(2000), before) << "no established flow changes backend";
+  EXPECT_EQ(counters_.flows.hits.value(), kFlows);
+  int maglev_moves = 0;
+  for (const auto& [port, backend] : before) maglev_moves += backend_of(port, {}) != backend;
+  EXPECT_NEAR(maglev_moves, kFlows / 4, kFlows / 10) << "what Maglev alone would have moved";
+  int on_fourth = 0;
+  for (std::uint16_t port = 30000; port < 30400; ++port) {
+    on_fourth += backend_of(port, {&table_, 2000}) == ip("10.2.0.5");
+  }
+  EXPECT_GT(on_fourth, 50) << "new flows reach the fourth backend";
+}
+
+TEST_F(FlowAffinityTest, FlowsMoveWhenTheirBackendGoesDownAndOnlyThose) {
+  std::map<std::uint16_t, net::IpAddress> before = send_all(1000);
+  packet::ServiceTableOptions down;
+  down.backend_up = [](const config::ServiceConfig&, const net::Endpoint& b) {
+    return b.address != ip("10.2.0.3");
+  };
+  use(lab_config(), down);
+  std::map<std::uint16_t, net::IpAddress> after = send_all(2000);
+  std::uint64_t moved = 0;
+  for (const auto& [port, backend] : before) {
+    if (backend == ip("10.2.0.3")) {
+      ++moved;
+      EXPECT_NE(after[port], backend);
+    } else {
+      EXPECT_EQ(after[port], backend) << port;
+    }
+  }
+  EXPECT_GT(moved, kFlows / 5);
+  EXPECT_EQ(counters_.flows.reassigned.value(), moved);
+}
+
+TEST_F(FlowAffinityTest, RepliesAndServicesWithoutAffinityNeverTouchTheTable) {
+  auto frame = build_frame(reply()).bytes;
+  ASSERT_EQ(run(frame, 1, {&table_, 1000}), FrameOutcome::to(0));
+  config::Config c = lab_config();
+  c.services.front().affinity = config::Affinity::none;
+  use(c);
+  for (std::uint16_t port = kFirstPort; port < kFirstPort + 100; ++port) {
+    EXPECT_EQ(backend_of(port, {&table_, 1000}), backend_of(port, {}));
+  }
+  EXPECT_EQ(table_.entries_in_use(), 0u);
+  EXPECT_EQ(counters_.flows.hits.value() + counters_.flows.misses.value(), 0u);
 }
 
 }  // namespace

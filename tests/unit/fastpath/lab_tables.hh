@@ -84,6 +84,7 @@ inline std::shared_ptr<const NextHopTables> next_hop_tables(bool with_neighbours
         {{1, packet::IpVersion::v4, addr("10.2.0.2")}, kBackendMac},
         {{1, packet::IpVersion::v4, addr("10.2.0.3")}, kBackendMac},
         {{1, packet::IpVersion::v4, addr("10.2.0.4")}, kBackendMac},
+        {{1, packet::IpVersion::v4, addr("10.2.0.5")}, kBackendMac},  // a fourth, when added
         {{1, packet::IpVersion::v4, addr("10.2.0.254")}, kRouterMac},
     };
   }

@@ -4,10 +4,13 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
+#include <map>
 #include <random>
 #include <set>
 #include <stdexcept>
 
+#include "lib/packet/balance.hh"
 #include "tests/unit/packet/frame_builder.hh"
 
 namespace ferry::packet {
@@ -126,6 +129,55 @@ TEST(ServiceTable, DownBackendsLeaveMaglevButKeepTheirReplies) {
   options.backend_up = [](const config::ServiceConfig&, const net::Endpoint&) { return false; };
   ServiceTable none_up = build_service_table(configs, options);
   EXPECT_TRUE(none_up.services()[0].maglev.empty());
+}
+
+TEST(ServiceTable, WeightsReachMaglevAndWeightZeroKeepsItsReplies) {
+  auto dns = service("dns", "10.0.0.10", 53, {"10.0.1.2:53", "10.0.1.3:53", "10.0.1.4:53"});
+  dns.backend_weights = {1, 0, 3};
+  ServiceTable t = build_service_table(std::vector<config::ServiceConfig>{dns}, maglev_size(251));
+  const Service& s = t.services()[0];
+  EXPECT_EQ(s.backend_weight, (std::vector<std::uint32_t>{1, 0, 3}));
+  EXPECT_EQ(s.backend_up, (std::vector<bool>{true, true, true}));
+  EXPECT_EQ(s.maglev.backend_count(), 2u);
+  std::map<std::uint16_t, int> slots;
+  for (std::uint16_t b : s.maglev.slots()) ++slots[b];
+  EXPECT_EQ(slots.count(1), 0u);
+  EXPECT_NEAR(slots[2], 3 * slots[0], 4);
+  // Drained by configuration, not gone: a reply from it is still turned back into the VIP's.
+  ServiceMatch m = t.match(udp("10.0.1.3", 53, "192.0.2.1", 40000));
+  EXPECT_EQ(m.kind, MatchKind::from_backend);
+  EXPECT_EQ(m.backend, 1u);
+}
+
+TEST(ServiceTable, AServiceWithoutWeightsWeighsOneEach) {
+  ServiceTable t = build_service_table(sample_services(), maglev_size(251));
+  EXPECT_EQ(t.services()[0].backend_weight, (std::vector<std::uint32_t>{1, 1, 1}));
+}
+
+TEST(ServiceTable, UdpFlowsSplitByWeight) {
+  // 60,000 random client flows through match() and the Maglev choice, as a worker takes them:
+  // weights 1:2:3 land within 2 percentage points of 1/6, 2/6, 3/6.
+  auto web = service("quic", "10.0.0.10", 443, {"10.0.1.2:443", "10.0.1.3:443", "10.0.1.4:443"});
+  web.backend_weights = {1, 2, 3};
+  ServiceTable t = build_service_table(std::vector<config::ServiceConfig>{web});
+  std::mt19937_64 rng(13);
+  std::vector<int> count(3, 0);
+  constexpr int kFlows = 60'000;
+  for (int i = 0; i < kFlows; ++i) {
+    const std::uint64_t r = rng();
+    ParsedPacket p = udp("192.0.2.1", static_cast<std::uint16_t>(r), "10.0.0.10", 443);
+    p.src_address[0] = static_cast<std::uint8_t>(r >> 16);
+    p.src_address[1] = static_cast<std::uint8_t>(r >> 24);
+    p.src_address[2] = static_cast<std::uint8_t>(r >> 32);
+    ServiceMatch m = t.match(p);
+    ASSERT_EQ(m.kind, MatchKind::to_service);
+    ++count[choose_backend(*m.service, p, t.flow_hash_seed())];
+  }
+  for (int b = 0; b < 3; ++b) {
+    EXPECT_NEAR(static_cast<double>(count[b]) / kFlows, (b + 1) / 6.0, 0.02) << "backend " << b;
+  }
+  std::printf("udp weights 1:2:3 over %d flows: %.2f%% %.2f%% %.2f%%\n", kFlows,
+              100.0 * count[0] / kFlows, 100.0 * count[1] / kFlows, 100.0 * count[2] / kFlows);
 }
 
 TEST(ServiceTable, RefusesABackendSharedByTwoServices) {

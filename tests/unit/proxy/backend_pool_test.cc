@@ -1,10 +1,15 @@
 // Backend choice of the TCP proxy: every balance policy, down and already tried backends
-// skipped, least connections following the open counts, maglev stable per client address.
+// skipped, least connections following the open counts, maglev stable per client address; and
+// weights: each policy's share by weight, weight 0 never chosen, smooth weighted round robin as
+// nginx orders it.
 #include "lib/proxy/backend_pool.hh"
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
+#include <cstring>
 #include <map>
+#include <random>
 #include <set>
 #include <vector>
 
@@ -20,15 +25,19 @@ struct Fixture {
       endpoints.push_back(*net::Endpoint::parse("10.0.1." + std::to_string(i + 1) + ":80"));
     }
   }
-  std::shared_ptr<BackendPool> pool(config::BalancePolicy policy) {
+  // Weights in endpoint order; missing ones are 1.
+  std::shared_ptr<BackendPool> pool(config::BalancePolicy policy,
+                                    std::vector<std::uint32_t> weights = {}) {
     std::vector<Backend> backends;
-    for (const auto& e : endpoints) {
+    for (std::size_t i = 0; i < endpoints.size(); ++i) {
+      const net::Endpoint& e = endpoints[i];
       Backend b;
       b.endpoint = e;
       b.name = e.to_string();
       b.address_len = e.to_sockaddr(b.address);
       b.health = board.state("web", e);
       b.stats = std::make_shared<BackendStats>();
+      b.weight = i < weights.size() ? weights[i] : 1;
       backends.push_back(std::move(b));
     }
     return std::make_shared<BackendPool>(std::move(backends), policy);
@@ -147,6 +156,136 @@ TEST(BackendPool, MaglevMovesOnlyTheDownBackendsClients) {
   int on_two = 0;
   for (const auto& [c, b] : before) on_two += b == 2;
   EXPECT_EQ(moved, on_two);
+}
+
+constexpr config::BalancePolicy kPolicies[] = {config::BalancePolicy::round_robin,
+                                               config::BalancePolicy::least_connections,
+                                               config::BalancePolicy::maglev};
+
+// nginx's smooth weighted round robin step by step, every backend compared on every turn.
+std::vector<std::uint16_t> nginx_order(const std::vector<std::uint32_t>& weights, std::size_t n) {
+  std::vector<std::int64_t> current(weights.size(), 0);
+  std::int64_t total = 0;
+  for (std::uint32_t w : weights) total += w;
+  std::vector<std::uint16_t> out;
+  for (std::size_t turn = 0; turn < n; ++turn) {
+    std::size_t best = weights.size();
+    for (std::size_t i = 0; i < weights.size(); ++i) {
+      if (weights[i] == 0) continue;
+      current[i] += weights[i];
+      if (best == weights.size() || current[i] > current[best]) best = i;
+    }
+    current[best] -= total;
+    out.push_back(static_cast<std::uint16_t>(best));
+  }
+  return out;
+}
+
+TEST(SmoothWeightedSequence, IsNginxsOrder) {
+  // nginx's own example: weights 5, 1, 1 give a a b a c a a.
+  const std::vector<std::uint32_t> five_one_one{5, 1, 1};
+  EXPECT_EQ(smooth_weighted_sequence(five_one_one),
+            (std::vector<std::uint16_t>{0, 0, 1, 0, 2, 0, 0}));
+  std::mt19937 rng(5);
+  for (int round = 0; round < 200; ++round) {
+    std::vector<std::uint32_t> weights(1 + rng() % 12);
+    for (auto& w : weights) w = rng() % 4 == 0 ? 0 : 1 + rng() % 9;  // repeats and zeros
+    weights[rng() % weights.size()] = 1 + rng() % 9;
+    std::vector<std::uint16_t> sequence = smooth_weighted_sequence(weights);
+    EXPECT_EQ(sequence, nginx_order(weights, sequence.size())) << "round " << round;
+  }
+}
+
+TEST(SmoothWeightedSequence, OnePeriodOverTheReducedWeights) {
+  const std::vector<std::uint32_t> scaled{2, 4, 6}, reduced{1, 2, 3};
+  EXPECT_EQ(smooth_weighted_sequence(scaled).size(), 6u);
+  EXPECT_EQ(smooth_weighted_sequence(scaled), smooth_weighted_sequence(reduced));
+  const std::vector<std::uint32_t> equal{256, 256, 256};
+  EXPECT_EQ(smooth_weighted_sequence(equal), (std::vector<std::uint16_t>{0, 1, 2}));
+  const std::vector<std::uint32_t> zeros{0, 0};
+  EXPECT_TRUE(smooth_weighted_sequence(zeros).empty());
+}
+
+TEST(BackendPool, EveryPolicySplitsByWeight) {
+  // 60,000 new connections over weights 1:2:3 land within 2 percentage points of 1/6, 2/6, 3/6.
+  // The connections stay open, so least_connections sees the active counts grow.
+  constexpr int kConnections = 60'000;
+  for (auto policy : kPolicies) {
+    Fixture f(3);
+    auto pool = f.pool(policy, {1, 2, 3});
+    std::vector<int> count(3, 0);
+    std::mt19937 rng(11);
+    for (int c = 0; c < kConnections; ++c) {
+      net::IpAddress client = *net::IpAddress::parse("192.0.2.1");
+      const std::uint32_t r = static_cast<std::uint32_t>(rng());
+      std::memcpy(client.bytes.data(), &r, 4);
+      const std::uint64_t hash = client_hash(client);
+      const std::uint16_t b = *pool->pick(hash, {});
+      ++count[b];
+      pool->backend(b).stats->active.fetch_add(1);
+    }
+    for (int b = 0; b < 3; ++b) {
+      EXPECT_NEAR(static_cast<double>(count[b]) / kConnections, (b + 1) / 6.0, 0.02)
+          << to_string(policy) << " backend " << b;
+    }
+    std::printf("%-17s weights 1:2:3, %d connections: %.2f%% %.2f%% %.2f%%\n",
+                std::string(to_string(policy)).c_str(), kConnections,
+                100.0 * count[0] / kConnections, 100.0 * count[1] / kConnections,
+                100.0 * count[2] / kConnections);
+  }
+}
+
+TEST(BackendPool, RoundRobinIsSmooth) {
+  Fixture f(3);
+  auto pool = f.pool(config::BalancePolicy::round_robin, {5, 1, 1});
+  std::vector<int> picks;
+  for (int i = 0; i < 14; ++i) picks.push_back(*pool->pick(0, {}));
+  EXPECT_EQ(picks, (std::vector<int>{0, 0, 1, 0, 2, 0, 0, 0, 0, 1, 0, 2, 0, 0}));
+}
+
+TEST(BackendPool, WeightZeroNeverGetsANewConnection) {
+  for (auto policy : kPolicies) {
+    Fixture f(3);
+    auto pool = f.pool(policy, {1, 0, 2});
+    for (int c = 1; c <= 300; ++c) {
+      const std::uint16_t b = *pool->pick(hash_of(c), {});
+      EXPECT_NE(b, 1) << to_string(policy);
+      pool->backend(b).stats->active.fetch_add(1);
+    }
+    // Not even as the last one left to try.
+    std::vector<std::uint16_t> tried{0, 2};
+    EXPECT_FALSE(pool->pick(hash_of(1), tried).has_value()) << to_string(policy);
+  }
+}
+
+TEST(BackendPool, NothingWhenEveryWeightIsZero) {
+  for (auto policy : kPolicies) {
+    Fixture f(2);
+    auto pool = f.pool(policy, {0, 0});
+    EXPECT_FALSE(pool->pick(hash_of(3), {}).has_value()) << to_string(policy);
+  }
+}
+
+TEST(BackendPool, LeastConnectionsComparesOpenConnectionsPerWeight) {
+  Fixture f(3);
+  auto pool = f.pool(config::BalancePolicy::least_connections, {1, 4, 2});
+  pool->backend(0).stats->active = 2;  // 2 per unit of weight
+  pool->backend(1).stats->active = 6;  // 1.5
+  pool->backend(2).stats->active = 4;  // 2
+  EXPECT_EQ(*pool->pick(0, {}), 1);
+  pool->backend(1).stats->active = 9;  // 2.25
+  EXPECT_NE(*pool->pick(0, {}), 1);
+}
+
+TEST(BackendPool, RoundRobinPassesOverADownBackend) {
+  Fixture f(3);
+  auto pool = f.pool(config::BalancePolicy::round_robin, {1, 2, 3});
+  f.down(2);
+  std::vector<int> count(3, 0);
+  for (int i = 0; i < 600; ++i) ++count[*pool->pick(0, {})];
+  EXPECT_EQ(count[2], 0);
+  EXPECT_GT(count[0], 100);
+  EXPECT_GT(count[1], 300);
 }
 
 TEST(BackendPool, ClientHashIgnoresNothingOfTheAddress) {
