@@ -15,6 +15,10 @@
 # carries over a veth with transmit checksum offload on. Every forwarder runs with both.
 # Usage: tests/bench/lab/run.sh [BUILD_DIR]   (default: build; ferryd must be built)
 #        SECONDS_PER_RUN=5 SIZES="64 1500" CHECKSUMS="partial full" tests/bench/lab/run.sh
+# AFFINITY=1 measures instead the cost of the UDP flow table: ferry balance alone with the
+# service's "affinity" "flow" (the default: a flow-table lookup per request, 59,000 flows) and
+# "none" (pure Maglev), alternated REPEATS times (default 3) in the same lab, and writes
+# tests/bench/results/flows.md.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../../.." && pwd)"
 build="${1:-$root/build}"
@@ -27,6 +31,9 @@ for c in $checksums; do
   case "$c" in partial|full) ;; *) echo "run.sh: CHECKSUMS takes partial and/or full, not '$c'" >&2; exit 1;; esac
 done
 out="$root/tests/bench/results/lab.md"
+affinity_mode="${AFFINITY:-}"
+repeats="${REPEATS:-3}"
+[ -n "$affinity_mode" ] && out="$root/tests/bench/results/flows.md"
 
 for tool in trafgen nft bpftool clang; do
   command -v "$tool" >/dev/null || { echo "run.sh: $tool missing (apt-get install netsniff-ng nftables bpftool clang)" >&2; exit 1; }
@@ -89,17 +96,21 @@ in_ns "$B" bpftool net attach xdpdrv pinned "$bpffs/prog/xdp_sink" dev b0
 for a in 10.10.2.2 10.10.2.3 10.10.2.4; do in_ns "$G" ping -c1 -W1 "$a" >/dev/null; done
 in_ns "$C" ping -c1 -W1 10.10.1.1 >/dev/null
 
-cat >"$work/ferryd.json" <<JSON
+write_config() {  # affinity of the bench service: flow (the default) or none
+  cat >"$work/ferryd.json" <<JSON
 {
   "control": { "socket": "$work/ferryd.sock", "group": null },
   "metrics": { "listen": null },
   "log": { "level": "notice" },
   "xdp": { "interfaces": [ { "name": "g0" }, { "name": "g1" } ] },
   "services": [ { "name": "bench", "vip": "$VIP", "port": $PORT, "protocols": ["udp"],
+                  "affinity": "${1:-flow}",
                   "backends": ["10.10.2.2:$PORT", "10.10.2.3:$PORT", "10.10.2.4:$PORT"] } ],
   "routes": [ { "prefix": "10.10.3.0/24", "via": "g1" } ]
 }
 JSON
+}
+write_config flow
 
 start_ferryd() {
   # ferryd's worker may only use CPU 1; trafgen runs on CPU 0. nice -15: the kernel's forwarding
@@ -209,6 +220,65 @@ fi
 
 : >"$results"
 load_before="$(cut -d" " -f1-3 /proc/loadavg)"
+if [ -n "$affinity_mode" ]; then
+  echo "kind	case	size	checksum	delivered	sent	seconds	softirq	ferryd_user	ferryd_sys	busy (ticks)	ferry_kernel_drops	ferry_worker_drops	ferry_finished_partial" >&2
+  for size in $sizes; do
+    for rep in $(seq "$repeats"); do
+      for affinity in flow none; do
+        write_config "$affinity"
+        start_ferryd
+        measure "ferry-$affinity" balance "$size" "$VIP" "$PORT"
+        stop_ferryd
+      done
+    done
+  done
+  mkdir -p "$(dirname "$out")"
+  python3 - "$results" "$hz" "$secs" "$load_before" "$repeats" >"$out" <<'PY'
+import os, platform, statistics, sys, time
+rows = [l.rstrip("\n").split("\t") for l in open(sys.argv[1]) if l.strip()]
+hz, secs, load_before, repeats = int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5]
+runs = {}
+for kind, case, size, checksum, delivered, sent, seconds, si, fu, fs, busy, kdrop, wdrop, finished in rows:
+    delivered, seconds = int(delivered), float(seconds)
+    si, fu, fs = (int(x) / hz for x in (si, fu, fs))
+    gw = (si + fu + fs) * 1e9 / delivered if delivered else float("nan")
+    ferry = (fu + fs) * 1e9 / delivered if delivered else float("nan")
+    runs.setdefault((int(size), checksum, kind), []).append((delivered / seconds, gw, ferry))
+cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
+print("# Lab benchmark: the UDP flow table's cost")
+print()
+print(f"`AFFINITY=1 tests/bench/lab/run.sh`, {time.strftime('%Y-%m-%d %H:%M %Z')}: {cpu}, "
+      f"{os.cpu_count()} CPUs, kernel {platform.release()}, {secs} s per run, {repeats} runs of each "
+      f"alternated in one lab; load average before / after: {load_before} / "
+      f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}.")
+print()
+print("ferry balance (one worker, pinned) with the bench service's `affinity` `flow` (the default: "
+      "a lookup in the worker's flow table per request, 59,000 flows from cycling source ports, "
+      "each seen several times a second at the offered rate, so the table holds them all) and "
+      "`none` (pure Maglev, no table). Medians over the runs; gateway = softirq + ferryd CPU per "
+      "delivered packet, ferryd = ferryd's own user + system CPU per delivered packet.")
+print()
+print("| size | checksum | affinity | delivered pps | gateway ns/pkt | ferryd ns/pkt | runs (gateway ns/pkt) |")
+print("|---|---|---|---|---|---|---|")
+for (size, checksum, kind) in sorted(runs):
+    r = runs[(size, checksum, kind)]
+    print(f"| {size} | {checksum} | {kind.removeprefix('ferry-')} | {statistics.median(x[0] for x in r):,.0f} | "
+          f"{statistics.median(x[1] for x in r):,.0f} | {statistics.median(x[2] for x in r):,.0f} | "
+          f"{', '.join(f'{x[1]:,.0f}' for x in r)} |")
+print()
+print("| size | checksum | gateway ns/pkt, flow / none | ferryd ns/pkt, flow / none |")
+print("|---|---|---|---|")
+for (size, checksum) in sorted({(s, c) for s, c, _ in runs}):
+    on, off = runs.get((size, checksum, "ferry-flow")), runs.get((size, checksum, "ferry-none"))
+    if not on or not off:
+        continue
+    g = statistics.median(x[1] for x in on) / statistics.median(x[1] for x in off)
+    f = statistics.median(x[2] for x in on) / statistics.median(x[2] for x in off)
+    print(f"| {size} | {checksum} | {g:.3f} | {f:.3f} |")
+PY
+  echo "wrote $out" >&2
+  exit 0
+fi
 echo "kind	case	size	checksum	delivered	sent	seconds	softirq	ferryd_user	ferryd_sys	busy (ticks)	ferry_kernel_drops	ferry_worker_drops	ferry_finished_partial" >&2
 for size in $sizes; do
   # (a) kernel: plain forwarding, then nftables DNAT for balance
