@@ -67,7 +67,8 @@ class TcpLoad:
 
     def __init__(self, lab):
         self.lab, self.stop, self.echoed, self.refused = lab, threading.Event(), 0, 0
-        self.threads = [threading.Thread(target=self.echo), threading.Thread(target=self.web)]
+        self.threads = [threading.Thread(target=self.echo, daemon=True),
+                        threading.Thread(target=self.web, daemon=True)]
         for t in self.threads:
             t.start()
 
@@ -75,13 +76,19 @@ class TcpLoad:
         with inside(self.lab.gw):
             s = socket.create_connection(("127.0.0.1", ECHO_TCP_PORT), timeout=5)
         with s:
-            while not self.stop.is_set():
-                s.sendall(b"y" * 4096)
-                got = 0
-                while got < 4096:
-                    got += len(s.recv(4096 - got))
-                self.echoed += got
-                time.sleep(0.002)
+            try:
+                while not self.stop.is_set():
+                    s.sendall(b"y" * 4096)
+                    got = 0
+                    while got < 4096:
+                        chunk = s.recv(4096 - got)
+                        if not chunk:
+                            return  # ferryd closed the connection (it is stopping)
+                        got += len(chunk)
+                    self.echoed += got
+                    time.sleep(0.002)
+            except OSError:
+                return  # reset by a stopping ferryd
 
     def web(self):
         while not self.stop.is_set():
@@ -99,6 +106,7 @@ class TcpLoad:
         self.stop.set()
         for t in self.threads:
             t.join(10)
+            check(not t.is_alive(), f"{t.name} ended")
 
 
 def row(doc, service, protocol):
@@ -187,6 +195,8 @@ def top_shows_what_the_traffic_makes(w):
             check("fast path rx" in last[0] and "- pps" not in last[0], f"watch header:\n{last[0]}")
             check("ferry_xsk" not in last[1], f"watch shows what was asked:\n{last[1]}")
             client.wait(30)
+            load.close()  # before ferryd stops, so the connections end on the client's side
+            load = None
         r = subprocess.run([FERRYCTL, "--socket", d.socket_path, "top", "--once"],
                            capture_output=True, text=True, timeout=10)
         check_eq(r.returncode, 3, f"top with ferryd stopped: {r.stderr}")
