@@ -51,8 +51,8 @@ BackendArgs parse_backend_args(const json& args) {
   auto endpoint = net::Endpoint::parse(backend);
   if (!endpoint) {
     throw control::CommandError(
-        "bad_args", fmt::format("args.backend '{}' is not ADDRESS:PORT ([v6]:PORT for IPv6)",
-                                backend));
+        "bad_args",
+        fmt::format("args.backend '{}' is not ADDRESS:PORT ([v6]:PORT for IPv6)", backend));
   }
   out.backend = *endpoint;
   if (args.contains("state")) {
@@ -60,8 +60,7 @@ BackendArgs parse_backend_args(const json& args) {
     out.state = admin::parse_admin_state(state);
     if (!out.state) {
       throw control::CommandError(
-          "bad_args",
-          fmt::format("args.state '{}' is not one of drain, disable, enable", state));
+          "bad_args", fmt::format("args.state '{}' is not one of drain, disable, enable", state));
     }
   }
   if (auto it = args.find("weight"); it != args.end()) {

@@ -9,7 +9,9 @@
 namespace ferry::admin {
 namespace {
 
-net::Endpoint ep(const char* text) { return *net::Endpoint::parse(text); }
+net::Endpoint ep(const char* text) {
+  return *net::Endpoint::parse(text);
+}
 
 config::ServiceConfig service(const char* name, std::vector<const char*> backends,
                               std::vector<std::uint32_t> weights = {}) {
@@ -75,9 +77,9 @@ TEST(AdminBoard, AReloadKeepsTheStateOfBackendsItStillHasAndForgetsRemovedOnes) 
 }
 
 TEST(EffectiveConfig, AppliesTheOperatorsWeightsAndZeroForDrainedOrDisabled) {
-  config::Config c = config_of({service("web", {"10.0.1.2:80", "10.0.1.3:80", "10.0.1.4:80"},
-                                        {1, 2, 3}),
-                                service("dns", {"10.0.2.2:53"})});
+  config::Config c =
+      config_of({service("web", {"10.0.1.2:80", "10.0.1.3:80", "10.0.1.4:80"}, {1, 2, 3}),
+                 service("dns", {"10.0.2.2:53"})});
   AdminBoard board;
   board.configure(c.services);
   board.set("web", ep("10.0.1.2:80"), std::nullopt, 9u);
