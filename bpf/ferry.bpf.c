@@ -51,6 +51,14 @@ struct {
   __type(value, struct ferry_service_value);
 } backends SEC(".maps");
 
+/* (family, address) with proto and port 0 -> 1: the gateway's own addresses. */
+struct {
+  __uint(type, BPF_MAP_TYPE_HASH);
+  __uint(max_entries, FERRY_MAX_LOCAL_ADDRS);
+  __type(key, struct ferry_endpoint_key);
+  __type(value, __u32);
+} local_addrs SEC(".maps");
+
 struct {
   __uint(type, BPF_MAP_TYPE_LPM_TRIE);
   __uint(max_entries, FERRY_MAX_DROP_PREFIXES);
@@ -138,7 +146,18 @@ static __always_inline int classify_udp(struct xdp_md *ctx, struct ferry_endpoin
   struct ferry_service_value *svc = bpf_map_lookup_elem(&services, dst);
   if (svc) return steer(ctx, svc->service_id, FERRY_DIRECTION_IN);
   svc = bpf_map_lookup_elem(&backends, src);
-  if (svc) return steer(ctx, svc->service_id, FERRY_DIRECTION_OUT);
+  if (svc) {
+    /* Replies go to clients; one addressed to the gateway itself answers a local socket (the
+     * health checker's udp and dns checks), which the kernel must get. */
+    if (svc->flags & FERRY_BACKEND_LOCAL_REPLIES) {
+      struct ferry_endpoint_key local = {.family = dst->family};
+      __builtin_memcpy(local.addr, dst->addr, sizeof(local.addr));
+      if (bpf_map_lookup_elem(&local_addrs, &local)) {
+        return verdict(ctx, FERRY_ACTION_PASS, XDP_PASS);
+      }
+    }
+    return steer(ctx, svc->service_id, FERRY_DIRECTION_OUT);
+  }
   if (routed) return steer(ctx, FERRY_MAX_SERVICES, FERRY_DIRECTION_IN);
   return verdict(ctx, FERRY_ACTION_PASS, XDP_PASS);
 }

@@ -11,6 +11,13 @@ namespace ferry::bpf {
 
 #define FERRY_MAX_SERVICES 1024
 #define FERRY_MAX_BACKENDS 65536
+/* The gateway's own addresses (local_addrs): a backend's reply to one of them answers a local
+ * socket, a health check, and goes to the kernel. */
+#define FERRY_MAX_LOCAL_ADDRS 1024
+/* A backends entry whose replies may also answer a local socket (a udp or dns health check of
+ * that very address and port): only for these is local_addrs looked up, so unchecked backends'
+ * replies cost nothing more. */
+#define FERRY_BACKEND_LOCAL_REPLIES 1u
 #define FERRY_MAX_QUEUES 256
 /* The program runs on several interfaces, and an AF_XDP socket is bound to one (interface, queue):
  * user space gives each interface a slot (ifslots: ifindex -> slot) and the XSKMAP is keyed by
@@ -63,7 +70,7 @@ struct ferry_endpoint_key {
 
 struct ferry_service_value {
   __u32 service_id; /* < FERRY_MAX_SERVICES: its service_counters are ferry_service_slot() */
-  __u32 flags;
+  __u32 flags;      /* backends map: FERRY_BACKEND_* */
 };
 
 /* LPM trie keys: prefixlen first, as the kernel requires. */

@@ -162,4 +162,32 @@ std::string_view to_string(Affinity v) {
   return "?";
 }
 
+std::string_view to_string(HealthCheckType v) {
+  switch (v) {
+    case HealthCheckType::tcp:
+      return "tcp";
+    case HealthCheckType::udp:
+      return "udp";
+    case HealthCheckType::dns:
+      return "dns";
+    case HealthCheckType::http:
+      return "http";
+  }
+  return "?";
+}
+
+std::string_view to_string(DnsQueryType v) {
+  switch (v) {
+    case DnsQueryType::a:
+      return "A";
+    case DnsQueryType::ns:
+      return "NS";
+    case DnsQueryType::soa:
+      return "SOA";
+    case DnsQueryType::aaaa:
+      return "AAAA";
+  }
+  return "?";
+}
+
 }  // namespace ferry::config

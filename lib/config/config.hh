@@ -4,11 +4,13 @@
 
 #include <sys/types.h>
 
+#include <array>
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "lib/common/net.hh"
@@ -26,6 +28,8 @@ enum class ServiceMode { proxy, echo, reflect };
 // UDP: "flow" keeps an established flow on its backend through backend changes (the per-worker
 // flow table, xdp.flows); "none" is pure Maglev, for query/response services such as DNS.
 enum class Affinity { flow, none };
+// The PROXY protocol header a TCP proxy service writes to its backends (docs/proxy.md).
+enum class ProxyProtocol { off, v1, v2 };
 
 struct Protocols {
   bool udp = false;
@@ -132,11 +136,34 @@ struct TcpConfig {
   bool operator==(const TcpConfig&) const = default;
 };
 
+// What a health check speaks (docs/health.md): a TCP connect, a UDP datagram and its reply, a DNS
+// query over UDP, an HTTP GET over TCP.
+enum class HealthCheckType { tcp, udp, dns, http };
+// The DNS query types a dns check may ask for, by their wire values.
+enum class DnsQueryType : std::uint16_t { a = 1, ns = 2, soa = 6, aaaa = 28 };
+// RCODE names by value (RFC 1035 4.1.1): what "rcodes" lists and failure reasons print.
+inline constexpr std::array<std::string_view, 6> kDnsRcodeNames = {
+    "NOERROR", "FORMERR", "SERVFAIL", "NXDOMAIN", "NOTIMP", "REFUSED"};
+
 struct HealthCheckConfig {
   std::uint32_t interval_ms = 1000;
   std::uint32_t timeout_ms = 500;  // < interval_ms
   std::uint32_t rise = 2;
   std::uint32_t fall = 3;
+  HealthCheckType type = HealthCheckType::tcp;
+  std::optional<std::uint16_t> port;  // null: the backend's own port
+  // udp: the datagram sent, and what the reply must start with (null: any reply passes).
+  std::string send;
+  std::optional<std::string> expect;
+  // dns: the question asked, and the RCODEs that pass (bit n set: RCODE n passes).
+  std::string name = ".";
+  DnsQueryType qtype = DnsQueryType::a;
+  std::uint32_t rcodes = 1u << 0;  // NOERROR
+  // http: GET path with Host host (null: the backend's address), passing statuses low..high.
+  std::string path = "/";
+  std::optional<std::string> host;
+  std::uint16_t status_low = 200;
+  std::uint16_t status_high = 399;
   bool operator==(const HealthCheckConfig&) const = default;
 };
 
@@ -155,6 +182,9 @@ struct ServiceConfig {
   Affinity affinity = Affinity::flow;       // UDP only; TCP ignores it
   std::optional<HealthCheckConfig> health;  // null: backends are always considered up
   std::uint32_t max_connections = 0;        // TCP proxy connections at once; 0 = no cap
+  // TCP proxy: the PROXY protocol header written to backends, and whether clients start with one.
+  ProxyProtocol proxy_protocol = ProxyProtocol::off;
+  bool accept_proxy_protocol = false;
 
   static constexpr std::uint32_t kMaxWeight = 256;
   std::uint32_t weight(std::size_t backend) const {
@@ -214,5 +244,7 @@ std::string_view to_string(IoReadyMode v);
 std::string_view to_string(BalancePolicy v);
 std::string_view to_string(ServiceMode v);
 std::string_view to_string(Affinity v);
+std::string_view to_string(HealthCheckType v);
+std::string_view to_string(DnsQueryType v);
 
 }  // namespace ferry::config

@@ -70,6 +70,62 @@ json tcp_json(const TcpConfig& t) {
             {"max_connections", t.proxy.max_connections}}}};
 }
 
+// Printable ASCII as "send"/"expect" text, anything else as hex, so the bytes round-trip.
+void payload_json(json& out, const std::string& key, const std::string& bytes) {
+  bool text = true;
+  for (char c : bytes) text = text && c >= 0x20 && c < 0x7f;
+  if (text) {
+    out[key] = bytes;
+    return;
+  }
+  std::string hex;
+  for (char c : bytes) hex += fmt::format("{:02x}", static_cast<unsigned char>(c));
+  out[key + "_hex"] = hex;
+}
+
+// Only the keys of the check's type, each with its effective value (null: the backend's own).
+json health_json(const HealthCheckConfig& h) {
+  json out = {{"type", to_string(h.type)},
+              {"port", h.port ? json(*h.port) : json(nullptr)},
+              {"interval_ms", h.interval_ms},
+              {"timeout_ms", h.timeout_ms},
+              {"rise", h.rise},
+              {"fall", h.fall}};
+  switch (h.type) {
+    case HealthCheckType::tcp:
+      break;
+    case HealthCheckType::udp:
+      payload_json(out, "send", h.send);
+      out["expect"] = nullptr;
+      if (h.expect) {
+        out.erase("expect");
+        payload_json(out, "expect", *h.expect);
+      }
+      break;
+    case HealthCheckType::dns: {
+      json rcodes = json::array();
+      for (std::size_t r = 0; r < kDnsRcodeNames.size(); ++r) {
+        if (h.rcodes & (1u << r)) rcodes.push_back(kDnsRcodeNames[r]);
+      }
+      out["name"] = h.name;
+      out["qtype"] = to_string(h.qtype);
+      out["rcodes"] = std::move(rcodes);
+      break;
+    }
+    case HealthCheckType::http:
+      out["path"] = h.path;
+      out["host"] = h.host ? json(*h.host) : json(nullptr);
+      out["expect_status"] = {h.status_low, h.status_high};
+      break;
+  }
+  return out;
+}
+
+json proxy_protocol_json(ProxyProtocol p) {
+  if (p == ProxyProtocol::off) return nullptr;
+  return p == ProxyProtocol::v1 ? "v1" : "v2";
+}
+
 json service_json(const ServiceConfig& s) {
   json backends = json::array();
   for (std::size_t i = 0; i < s.backends.size(); ++i) {
@@ -81,13 +137,7 @@ json service_json(const ServiceConfig& s) {
       backends.push_back({{"address", s.backends[i].to_string()}, {"weight", weight}});
     }
   }
-  json health = nullptr;
-  if (s.health) {
-    health = {{"interval_ms", s.health->interval_ms},
-              {"timeout_ms", s.health->timeout_ms},
-              {"rise", s.health->rise},
-              {"fall", s.health->fall}};
-  }
+  json health = s.health ? health_json(*s.health) : json(nullptr);
   return {{"name", s.name},
           {"vip", s.vip.to_string()},
           {"port", s.port},
@@ -97,7 +147,9 @@ json service_json(const ServiceConfig& s) {
           {"affinity", to_string(s.affinity)},
           {"mode", to_string(s.mode)},
           {"health", std::move(health)},
-          {"max_connections", s.max_connections}};
+          {"max_connections", s.max_connections},
+          {"proxy_protocol", proxy_protocol_json(s.proxy_protocol)},
+          {"accept_proxy_protocol", s.accept_proxy_protocol}};
 }
 
 }  // namespace

@@ -4,6 +4,8 @@
 
 #include <unordered_map>
 
+#include "lib/config/validate_health.hh"
+
 namespace ferry::config::schema {
 namespace {
 
@@ -69,7 +71,7 @@ class ServiceReader : public SchemaReader {
   ServiceConfig read_service(const JsonValue& v, const std::string& path) const {
     ObjectReader o(*this, v, path,
                    {"name", "vip", "port", "protocols", "backends", "balance", "affinity", "mode",
-                    "health", "max_connections"});
+                    "health", "max_connections", "proxy_protocol", "accept_proxy_protocol"});
     ServiceConfig s;
     const JsonValue& name = o.require("name");
     s.name = read_string(name, o.path_of("name"), "a string (the service name)");
@@ -107,13 +109,43 @@ class ServiceReader : public SchemaReader {
     }
     if (auto* h = o.get("health"); h && h->kind != Kind::null) {
       expect(*h, o.path_of("health"), Kind::object, "an object or null");
-      s.health = read_health(*h, o.path_of("health"));
+      s.health = read_health(*this, *h, o.path_of("health"), s.protocols);
     }
     if (auto* m = o.get("max_connections")) {
       s.max_connections = read_u32(*m, o.path_of("max_connections"), 0, 16777216);
     }
     check_service_mode(o, s, mode, protocols, backends);
+    read_proxy_protocol(o, s);
     return s;
+  }
+
+  // The PROXY protocol keys (docs/proxy.md): only a TCP proxy service has a TCP connection to
+  // read a header from and backends to write one to.
+  void read_proxy_protocol(const ObjectReader& o, ServiceConfig& s) const {
+    for (std::string_view key : {"proxy_protocol", "accept_proxy_protocol"}) {
+      const JsonValue* v = o.get(key);
+      if (v == nullptr) continue;
+      const std::string path = o.path_of(key);
+      if (key == "proxy_protocol") {
+        if (v->kind == Kind::null) continue;
+        s.proxy_protocol = read_choice<ProxyProtocol>(
+            *v, path, {{"v1", ProxyProtocol::v1}, {"v2", ProxyProtocol::v2}});
+      } else {
+        expect(*v, path, Kind::boolean, "true or false");
+        s.accept_proxy_protocol = v->boolean;
+        if (!s.accept_proxy_protocol) continue;
+      }
+      if (s.mode != ServiceMode::proxy) {
+        fail(v->position, path,
+             fmt::format("applies to TCP services in mode 'proxy', not mode '{}'; remove it",
+                         to_string(s.mode)));
+      }
+      if (!s.protocols.tcp) {
+        fail(v->position, path,
+             "applies to TCP proxy services and this one serves UDP only; add \"tcp\" to "
+             "\"protocols\" or remove it");
+      }
+    }
   }
 
   void check_service_name(const JsonValue& v, const std::string& path) const {
@@ -176,23 +208,6 @@ class ServiceReader : public SchemaReader {
                       e.to_string(), e.address.is_v4() ? "IPv4" : "IPv6", vip.to_string(),
                       vip.is_v4() ? "IPv4" : "IPv6"));
     }
-  }
-
-  HealthCheckConfig read_health(const JsonValue& v, const std::string& path) const {
-    ObjectReader o(*this, v, path, {"interval_ms", "timeout_ms", "rise", "fall"});
-    HealthCheckConfig h;
-    const JsonValue* interval = o.get("interval_ms");
-    if (interval) h.interval_ms = read_u32(*interval, o.path_of("interval_ms"), 10, 3600000);
-    if (auto* t = o.get("timeout_ms")) {
-      h.timeout_ms = read_u32(*t, o.path_of("timeout_ms"), 1, std::int64_t{h.interval_ms} - 1);
-    } else if (h.timeout_ms >= h.interval_ms) {
-      fail(interval->position, o.path_of("interval_ms"),
-           fmt::format("{} must be greater than timeout_ms (default {}); set timeout_ms too",
-                       h.interval_ms, h.timeout_ms));
-    }
-    if (auto* r = o.get("rise")) h.rise = read_u32(*r, o.path_of("rise"), 1, 100);
-    if (auto* f = o.get("fall")) h.fall = read_u32(*f, o.path_of("fall"), 1, 100);
-    return h;
   }
 
   // What a mode can serve: proxy forwards to backends; echo is the TCP runtime answering itself;

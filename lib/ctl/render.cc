@@ -406,7 +406,7 @@ std::string render_services(const json& result) {
   const json* services = find_array(result, "services");
   if (!services) return render_status(result);
   if (services->empty()) return "no services configured\n";
-  Table table{"NAME", "VIP:PORT", "PATH", "BALANCE", "BACKENDS"};
+  Table table{"NAME", "VIP:PORT", "PATH", "BALANCE", "CHECK", "BACKENDS"};
   for (const json& service : *services) {
     if (!service.is_object()) {
       table.add_row({format_value(service)});
@@ -434,6 +434,12 @@ std::string render_services(const json& result) {
           if (backend.contains("admin") && backend["admin"] != "enabled") {
             notes += (notes.empty() ? "" : ",") + string_or(backend, "admin");
           }
+          // Why the last check failed: "10.0.1.3:53(down,rcode SERVFAIL)".
+          auto result = backend.find("last_result");
+          if (result != backend.end() && result->is_string() && *result != "ok" &&
+              backend.contains("last_reason")) {
+            notes += (notes.empty() ? "" : ",") + string_or(backend, "last_reason");
+          }
           if (!notes.empty()) backends += "(" + notes + ")";
         } else {
           backends += format_value(backend);
@@ -455,7 +461,7 @@ std::string render_services(const json& result) {
       path = string_or(service, "protocols") + " " + string_or(service, "mode");
     }
     table.add_row({string_or(service, "name"), vip, path, string_or(service, "balance"),
-                   backends.empty() ? "-" : backends});
+                   string_or(service, "check"), backends.empty() ? "-" : backends});
   }
   return table.render();
 }

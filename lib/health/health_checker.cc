@@ -1,5 +1,5 @@
-// The health checker's loop: due checks are launched as non-blocking connects, their sockets
-// wait in one epoll with the wake eventfd, and the nearest due time or deadline bounds the wait.
+// The health checker's loop: due checks are started (check.hh), their sockets wait in one epoll
+// with the wake eventfd, and the nearest due time or deadline bounds the wait.
 #include "lib/health/health_checker.hh"
 
 #include <pthread.h>
@@ -29,15 +29,6 @@ constexpr milliseconds kMaxWait{1000};
 constexpr int kJitterPercent = 10;
 constexpr std::uint64_t kWakeToken = 0;
 
-std::string describe_errno(int err) {
-  if (err == ECONNREFUSED) return "connection refused";
-  return std::strerror(err);
-}
-
-CheckResult result_of_errno(int err) {
-  return err == ECONNREFUSED ? CheckResult::refused : CheckResult::error;
-}
-
 }  // namespace
 
 // One checked backend: its schedule, its check in flight, its streaks. Thread-owned.
@@ -48,7 +39,8 @@ struct HealthChecker::Probe {
   Clock::time_point due;
   Clock::time_point started;
   Clock::time_point deadline;
-  UniqueFd socket;  // valid while a check is in flight
+  std::unique_ptr<Check> check;  // set while a check is in flight
+  std::uint32_t events = 0;      // what its socket waits for in the epoll
   std::uint64_t token = 0;
 };
 
@@ -68,16 +60,6 @@ std::vector<std::pair<std::string, net::Endpoint>> configured_backends(
     for (const auto& b : s.backends) out.emplace_back(s.name, b);
   }
   return out;
-}
-
-std::string_view to_string(CheckResult result) {
-  switch (result) {
-    case CheckResult::ok: return "ok";
-    case CheckResult::refused: return "refused";
-    case CheckResult::timeout: return "timeout";
-    case CheckResult::error: return "error";
-  }
-  return "error";
 }
 
 HealthChecker::HealthChecker(HealthBoard& board, HealthCheckerOptions options)
@@ -203,8 +185,9 @@ void HealthChecker::apply_targets(std::vector<CheckTarget> targets) {
       Probe& p = *it->second;
       // Same backend, maybe new params: a shorter interval brings the next check forward.
       auto sooner = now + milliseconds(target.params.interval_ms);
-      if (!p.socket && p.due > sooner) p.due = sooner;
+      if (!p.check && p.due > sooner) p.due = sooner;
       p.target = std::move(target);
+      p.view.type = p.target.params.type;
       continue;
     }
     auto p = std::make_unique<Probe>();
@@ -212,6 +195,7 @@ void HealthChecker::apply_targets(std::vector<CheckTarget> targets) {
     p->backend_text = key.second;
     p->view.service = p->target.service;
     p->view.backend = p->target.backend;
+    p->view.type = p->target.params.type;
     board_.set_checked(p->target.service, p->target.backend, true);
     p->view.up = board_.state(p->target.service, p->target.backend)->up.load(std::memory_order_relaxed);
     // A random phase within the first interval, so backends configured together are not checked
@@ -226,44 +210,50 @@ void HealthChecker::apply_targets(std::vector<CheckTarget> targets) {
 void HealthChecker::launch(Probe& p, Clock::time_point now) {
   p.started = now;
   p.deadline = now + milliseconds(p.target.params.timeout_ms);
-  sockaddr_storage addr{};
-  socklen_t len = p.target.backend.to_sockaddr(addr);
-  UniqueFd fd(::socket(addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, IPPROTO_TCP));
-  if (!fd) {
-    int err = errno;
-    finish(p, CheckResult::error, "socket: " + describe_errno(err), now);
-    return;
-  }
-  // A check that connected ends with RST, not FIN: no TIME_WAIT piles up per backend and check.
-  linger abort{1, 0};
-  ::setsockopt(fd.get(), SOL_SOCKET, SO_LINGER, &abort, sizeof(abort));
-  if (::connect(fd.get(), reinterpret_cast<const sockaddr*>(&addr), len) == 0) {
-    finish(p, CheckResult::ok, {}, now);
-    return;
-  }
-  int err = errno;
-  if (err != EINPROGRESS) {
-    finish(p, result_of_errno(err), describe_errno(err), now);
+  p.check = make_check(p.target.params, p.target.backend);
+  CheckStep step = p.check->start();
+  if (step.finished()) {
+    finish(p, step.outcome.result, std::move(step.outcome.reason), now);
     return;
   }
   p.token = next_token_++;
   epoll_event ev{};
-  ev.events = EPOLLOUT;
+  ev.events = step.events;
   ev.data.u64 = p.token;
-  if (::epoll_ctl(epoll_fd_.get(), EPOLL_CTL_ADD, fd.get(), &ev) != 0) {
-    err = errno;
+  if (::epoll_ctl(epoll_fd_.get(), EPOLL_CTL_ADD, p.check->fd(), &ev) != 0) {
+    int err = errno;
     p.token = 0;
     finish(p, CheckResult::error, "epoll_ctl: " + describe_errno(err), now);
     return;
   }
-  p.socket = std::move(fd);
+  p.events = step.events;
   by_token_[p.token] = &p;
 }
 
-void HealthChecker::finish(Probe& p, CheckResult result, std::string error, Clock::time_point now) {
+void HealthChecker::resume(Probe& p, std::uint32_t events, Clock::time_point now) {
+  CheckStep step = p.check->resume(events);
+  if (step.finished()) {
+    finish(p, step.outcome.result, std::move(step.outcome.reason), now);
+    return;
+  }
+  if (step.events == p.events) return;
+  epoll_event ev{};
+  ev.events = step.events;
+  ev.data.u64 = p.token;
+  if (::epoll_ctl(epoll_fd_.get(), EPOLL_CTL_MOD, p.check->fd(), &ev) != 0) {
+    int err = errno;
+    finish(p, CheckResult::error, "epoll_ctl: " + describe_errno(err), now);
+    return;
+  }
+  p.events = step.events;
+}
+
+void HealthChecker::finish(Probe& p, CheckResult result, std::string reason,
+                           Clock::time_point now) {
   if (p.token) by_token_.erase(p.token);
   p.token = 0;
-  p.socket.reset();  // closing removes it from the epoll
+  p.events = 0;
+  p.check.reset();  // closing its socket removes it from the epoll
   const auto& params = p.target.params;
   p.due = p.started + jittered(milliseconds(params.interval_ms));
   if (p.due <= now) p.due = now + milliseconds(1);
@@ -271,13 +261,19 @@ void HealthChecker::finish(Probe& p, CheckResult result, std::string error, Cloc
   BackendHealth& v = p.view;
   ++v.checks[static_cast<std::size_t>(result)];
   v.last_check_at = now;
+  v.last_result = result;
+  v.last_reason = reason;
+  double seconds = std::chrono::duration<double>(now - p.started).count();
+  auto bucket = std::lower_bound(kCheckDurationBounds.begin(), kCheckDurationBounds.end(), seconds);
+  ++v.duration_buckets[static_cast<std::size_t>(bucket - kCheckDurationBounds.begin())];
+  v.duration_sum_seconds += seconds;
   bool ok = result == CheckResult::ok;
   if (ok) {
-    v.last_connect_ms = std::chrono::duration<double, std::milli>(now - p.started).count();
+    v.last_connect_ms = seconds * 1000;
     ++v.consecutive_successes;
     v.consecutive_failures = 0;
   } else {
-    v.last_error = error;
+    v.last_error = reason;
     ++v.consecutive_failures;
     v.consecutive_successes = 0;
   }
@@ -285,15 +281,15 @@ void HealthChecker::finish(Probe& p, CheckResult result, std::string error, Cloc
   if (ok && !v.up && v.consecutive_successes >= params.rise) {
     v.up = true;
     if (board_.set_up(service, p.target.backend, true)) ++v.went_up;
-    log::notice("service {} backend {} up: connected in {:.1f} ms ({} consecutive successes)",
-                service, p.backend_text, v.last_connect_ms, v.consecutive_successes);
+    log::notice("service {} backend {} up: {} in {:.1f} ms ({} consecutive successes)", service,
+                p.backend_text, reason, v.last_connect_ms, v.consecutive_successes);
   } else if (!ok && v.up && v.consecutive_failures >= params.fall) {
     v.up = false;
     if (board_.set_up(service, p.target.backend, false)) ++v.went_down;
-    log::notice("service {} backend {} down: {} ({} consecutive failures)", service,
-                p.backend_text, error, v.consecutive_failures);
+    log::notice("service {} backend {} down: {} ({} consecutive failures)", service, p.backend_text,
+                reason, v.consecutive_failures);
   } else if (!ok && v.up) {
-    log::debug("service {} backend {} check failed: {} ({} of {})", service, p.backend_text, error,
+    log::debug("service {} backend {} check failed: {} ({} of {})", service, p.backend_text, reason,
                v.consecutive_failures, params.fall);
   }
   publish(p);
@@ -322,12 +318,11 @@ void HealthChecker::run() {
     auto wake_at = now + kMaxWait;
     for (auto& [key, probe] : probes_) {
       Probe& p = *probe;
-      if (p.socket && now >= p.deadline) {
-        finish(p, CheckResult::timeout,
-               "connect timeout after " + std::to_string(p.target.params.timeout_ms) + " ms", now);
+      if (p.check && now >= p.deadline) {
+        finish(p, CheckResult::timeout, p.check->timeout_reason(p.target.params.timeout_ms), now);
       }
-      if (!p.socket && now >= p.due) launch(p, now);
-      wake_at = std::min(wake_at, p.socket ? p.deadline : p.due);
+      if (!p.check && now >= p.due) launch(p, now);
+      wake_at = std::min(wake_at, p.check ? p.deadline : p.due);
     }
     auto wait = std::chrono::ceil<milliseconds>(wake_at - Clock::now());
     int n = ::epoll_wait(epoll_fd_.get(), events, kMaxEvents,
@@ -348,21 +343,14 @@ void HealthChecker::run() {
       }
       auto it = by_token_.find(token);
       if (it == by_token_.end()) continue;  // finished by its deadline this turn
-      Probe& p = *it->second;
-      int err = 0;
-      socklen_t len = sizeof(err);
-      if (::getsockopt(p.socket.get(), SOL_SOCKET, SO_ERROR, &err, &len) != 0) err = errno;
-      if (err == 0) {
-        finish(p, CheckResult::ok, {}, now);
-      } else {
-        finish(p, result_of_errno(err), describe_errno(err), now);
-      }
+      resume(*it->second, events[i].events, now);
     }
   }
   // In-flight sockets close with their probes; the board keeps the last state.
   for (auto& [key, probe] : probes_) {
-    probe->socket.reset();
+    probe->check.reset();
     probe->token = 0;
+    probe->events = 0;
   }
   by_token_.clear();
   std::lock_guard lock(control_mutex_);

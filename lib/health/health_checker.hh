@@ -1,6 +1,6 @@
-// Active backend health checks: one thread with an epoll loop that opens a non-blocking TCP
-// connection to every checked backend each interval and turns rise/fall streaks into HealthBoard
-// transitions.
+// Active backend health checks: one thread with an epoll loop that runs one non-blocking check
+// (check.hh: tcp, udp, dns or http) per checked backend each interval and turns rise/fall streaks
+// into HealthBoard transitions.
 #pragma once
 
 #include <array>
@@ -20,6 +20,7 @@
 #include "lib/common/net.hh"
 #include "lib/common/unique_fd.hh"
 #include "lib/config/config.hh"
+#include "lib/health/check.hh"
 #include "lib/health/health_board.hh"
 
 namespace ferry::health {
@@ -32,17 +33,17 @@ struct CheckTarget {
   bool operator==(const CheckTarget&) const = default;
 };
 
-// Every backend of every proxy-mode service that has a `health` object. UDP-only services are
-// checked by TCP connect to the same address and port too (see docs/health.md).
+// Every backend of every proxy-mode service that has a `health` object, checked as its `type`
+// says (a UDP-only service may keep the default tcp check; see docs/health.md).
 std::vector<CheckTarget> check_targets(std::span<const config::ServiceConfig> services);
 // Every (service, backend) pair the config names, for HealthBoard::retain.
 std::vector<std::pair<std::string, net::Endpoint>> configured_backends(
     std::span<const config::ServiceConfig> services);
 
-// How one check ended; the values of the `result` label of ferry_health_checks_total.
-enum class CheckResult : std::uint8_t { ok, refused, timeout, error };
-inline constexpr std::size_t kCheckResults = 4;
-std::string_view to_string(CheckResult result);
+// Upper bounds (seconds) of ferry_health_check_duration_seconds; a timeout lands near its
+// timeout_ms, beyond the last bound in +Inf.
+inline constexpr std::array<double, 14> kCheckDurationBounds = {
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10};
 
 // What status and metrics show of one checked backend.
 struct BackendHealth {
@@ -51,10 +52,17 @@ struct BackendHealth {
   bool up = true;                        // as on the board: whether traffic may go to it
   std::uint32_t consecutive_failures = 0;
   std::uint32_t consecutive_successes = 0;
+  config::HealthCheckType type = config::HealthCheckType::tcp;
   std::optional<std::string> last_error;  // reason of the last failed check, kept after recovery
+  std::optional<CheckResult> last_result;
+  std::string last_reason;  // of the last check: "connected", "status 503", "rcode SERVFAIL"
   std::optional<std::chrono::steady_clock::time_point> last_check_at;
-  double last_connect_ms = 0;  // duration of the last successful connect
+  double last_connect_ms = 0;                         // duration of the last successful check
   std::array<std::uint64_t, kCheckResults> checks{};  // by CheckResult
+  // Durations of every finished check: counts per kCheckDurationBounds bucket (not cumulative;
+  // the last one is +Inf), their sum in seconds.
+  std::array<std::uint64_t, kCheckDurationBounds.size() + 1> duration_buckets{};
+  double duration_sum_seconds = 0;
   std::uint64_t went_up = 0;
   std::uint64_t went_down = 0;
 };
@@ -97,7 +105,8 @@ class HealthChecker {
   void run();
   void apply_targets(std::vector<CheckTarget> targets);
   void launch(Probe& probe, std::chrono::steady_clock::time_point now);
-  void finish(Probe& probe, CheckResult result, std::string error,
+  void resume(Probe& probe, std::uint32_t events, std::chrono::steady_clock::time_point now);
+  void finish(Probe& probe, CheckResult result, std::string reason,
               std::chrono::steady_clock::time_point now);
   std::uint64_t random_below(std::uint64_t bound);
   // `interval` spread by up to 10% either way.

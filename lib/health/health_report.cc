@@ -30,6 +30,10 @@ nlohmann::json backend_health_json(const HealthBoard::Entry& entry, const Backen
               {"up", entry.up},
               {"checked", entry.checked && checked != nullptr}};
   if (!checked) return out;
+  out["check"] = config::to_string(checked->type);
+  out["last_result"] =
+      checked->last_result ? json(std::string(to_string(*checked->last_result))) : json();
+  out["last_reason"] = checked->last_result ? json(checked->last_reason) : json();
   out["consecutive_failures"] = checked->consecutive_failures;
   out["consecutive_successes"] = checked->consecutive_successes;
   out["last_error"] = checked->last_error ? json(*checked->last_error) : json();
@@ -75,6 +79,17 @@ void collect_health(const HealthBoard& board, const HealthChecker* checker,
                    {"result", std::string(to_string(static_cast<CheckResult>(r)))}},
                   static_cast<double>(h.checks[r]));
     }
+    metrics::HistogramValue duration;
+    std::uint64_t cumulative = 0;
+    for (std::size_t b = 0; b < kCheckDurationBounds.size(); ++b) {
+      cumulative += h.duration_buckets[b];
+      duration.buckets.emplace_back(kCheckDurationBounds[b], cumulative);
+    }
+    duration.count = cumulative + h.duration_buckets.back();
+    duration.sum = h.duration_sum_seconds;
+    out.histogram("ferry_health_check_duration_seconds",
+                  "Time from a health check's start to its result, every result included.",
+                  {{"service", service}, {"backend", backend}}, std::move(duration));
     for (auto [to, count] : {std::pair{"up", h.went_up}, {"down", h.went_down}}) {
       out.counter("ferry_health_transitions_total",
                   "Backend state changes made by health checks, by the state entered.",

@@ -207,6 +207,8 @@ void Daemon::State::register_commands() {
                    if (svc.protocols.udp) paths["udp"] = "fastpath";
                    if (svc.protocols.tcp) paths["tcp"] = echo ? "echo" : "proxy";
                    bool balanced = svc.mode == config::ServiceMode::proxy;
+                   json check = svc.health && balanced ? json(config::to_string(svc.health->type))
+                                                       : json(nullptr);
                    out.push_back({{"name", svc.name},
                                   {"vip", svc.vip.to_string()},
                                   {"port", svc.port},
@@ -215,6 +217,7 @@ void Daemon::State::register_commands() {
                                   {"paths", std::move(paths)},
                                   {"balance",
                                    balanced ? json(config::to_string(svc.balance)) : json(nullptr)},
+                                  {"check", check},
                                   {"backends", std::move(backends)}});
                    json served = tcp_services.value(svc.name, json(nullptr));
                    json proxy = served.is_object() ? served.value("proxy", json(nullptr)) : json();

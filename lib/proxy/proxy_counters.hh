@@ -41,6 +41,11 @@ struct BackendStats {
   ConnectLatency connect_latency;
 };
 
+// Why a client's PROXY protocol header was refused (ferry_proxy_header_rejected_total{reason}).
+enum class HeaderReject : std::uint8_t { absent, malformed, too_long, truncated, timeout, count };
+inline constexpr std::array<const char*, static_cast<std::size_t>(HeaderReject::count)>
+    kHeaderRejectNames = {"absent", "malformed", "too_long", "truncated", "timeout"};
+
 struct ServiceCounters {
   std::atomic<std::int64_t> active{0};  // admitted, not yet closed (the per-service cap)
   std::atomic<std::uint64_t> total{0};
@@ -53,6 +58,8 @@ struct ServiceCounters {
   std::atomic<std::uint64_t> bytes_in{0};   // from clients
   std::atomic<std::uint64_t> bytes_out{0};  // to clients
   std::atomic<std::uint64_t> accept_errors{0};
+  std::array<std::atomic<std::uint64_t>, static_cast<std::size_t>(HeaderReject::count)>
+      header_rejected{};
   // The most unsent bytes one direction of a finished connection ever held (backpressure bound).
   std::atomic<std::uint64_t> peak_held_bytes{0};
 };

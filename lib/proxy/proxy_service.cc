@@ -23,6 +23,8 @@ ProxySettings ProxySettings::from(const config::ProxyConfig& proxy,
   s.high_water_bytes = proxy.high_water_bytes;
   s.low_water_bytes = proxy.low_water_bytes;
   s.max_connections = service.max_connections;
+  s.send_header = service.proxy_protocol;
+  s.accept_header = service.accept_proxy_protocol;
   return s;
 }
 
@@ -228,6 +230,12 @@ void ProxyService::collect(metrics::SnapshotBuilder& out) const {
   counter("ferry_proxy_accept_errors_total",
           "Failed accepts (fd or memory exhaustion backs off for 100 ms).",
           counters_.accept_errors);
+  for (std::size_t i = 0; i < counters_.header_rejected.size(); ++i) {
+    out.counter("ferry_proxy_header_rejected_total",
+                "Clients of a service with accept_proxy_protocol reset for their PROXY header.",
+                {{"service", name_}, {"reason", kHeaderRejectNames[i]}},
+                static_cast<double>(read(counters_.header_rejected[i])));
+  }
   std::shared_ptr<const Generation> gen = generation();
   for (std::size_t i = 0; i < gen->pool->size(); ++i) {
     const Backend& b = gen->pool->backend(i);

@@ -30,7 +30,9 @@ struct ProxySettings {
   std::uint32_t drain_timeout_ms = 10000;
   std::uint32_t high_water_bytes = 262144;
   std::uint32_t low_water_bytes = 65536;
-  std::uint32_t max_connections = 0;  // this service; 0: no cap
+  std::uint32_t max_connections = 0;                               // this service; 0: no cap
+  config::ProxyProtocol send_header = config::ProxyProtocol::off;  // towards the backend
+  bool accept_header = false;  // the client starts with a PROXY protocol header
   static ProxySettings from(const config::ProxyConfig& proxy, const config::ServiceConfig& service);
 };
 

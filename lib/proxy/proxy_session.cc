@@ -6,12 +6,16 @@
 #include <sys/socket.h>
 
 #include <array>
+#include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <optional>
 
 #include "lib/common/log.hh"
+#include "lib/proxy/proxy_header.hh"
 #include "lib/runtime/connect.hh"
 #include "lib/runtime/io.hh"
+#include "lib/runtime/recv_once.hh"
 #include "lib/runtime/recv_stream.hh"
 #include "lib/runtime/worker.hh"
 
@@ -25,12 +29,52 @@ void set_nodelay(int fd) {
   ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 }
 
-std::uint64_t peer_hash(int fd) {
-  sockaddr_storage storage{};
-  socklen_t len = sizeof(storage);
-  if (::getpeername(fd, reinterpret_cast<sockaddr*>(&storage), &len) != 0) return 0;
-  auto peer = net::Endpoint::from_sockaddr(reinterpret_cast<sockaddr*>(&storage), len);
-  return peer ? client_hash(peer->address) : 0;
+// The client's address and the VIP:port it connected to: the accepted socket's own, or what
+// the client's PROXY protocol header carried.
+struct ConnectionEnds {
+  net::Endpoint client;
+  net::Endpoint vip;
+  bool known = false;  // both names were read (a socket reset at once may have none)
+};
+
+ConnectionEnds socket_ends(int fd) {
+  ConnectionEnds ends;
+  sockaddr_storage peer{}, local{};
+  socklen_t peer_len = sizeof(peer), local_len = sizeof(local);
+  if (::getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &peer_len) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &local_len) != 0) {
+    return ends;
+  }
+  auto c = net::Endpoint::from_sockaddr(reinterpret_cast<sockaddr*>(&peer), peer_len);
+  auto v = net::Endpoint::from_sockaddr(reinterpret_cast<sockaddr*>(&local), local_len);
+  if (!c || !v) return ends;
+  ends.client = *c;
+  ends.vip = *v;
+  ends.known = true;
+  return ends;
+}
+
+// The bytes a client sent first: its PROXY header and the client data read with it.
+struct ClientStart {
+  std::array<std::uint8_t, pp::kMaxHeaderBytes> bytes{};
+  std::size_t received = 0;
+  std::size_t header_bytes = 0;
+  std::span<const std::uint8_t> data() const {
+    return {bytes.data() + header_bytes, received - header_bytes};
+  }
+};
+
+void count_rejected(Session* s, HeaderReject reason, const char* why) {
+  ProxyService& svc = *s->service;
+  std::atomic<std::uint64_t>& counter =
+      svc.counters().header_rejected[static_cast<std::size_t>(reason)];
+  bump(counter);
+  const std::uint64_t n = read(counter);
+  if (n == 1 || n % 1000 == 0) {
+    log::warning("service {}: client reset: PROXY protocol header {}: {} ({} so far)", svc.name(),
+                 kHeaderRejectNames[static_cast<std::size_t>(reason)], why, n);
+  }
+  abort_socket(s->client.get());
 }
 
 // The last task of a session to end frees it and gives its slot back to the limits.
@@ -127,7 +171,58 @@ runtime::Task proxy_session(runtime::Worker& home, std::shared_ptr<ProxyService>
   svc.link(*s);
   BackendPool& pool = *s->generation->pool;
   const ProxySettings& settings = s->generation->settings;
-  const std::uint64_t hash = peer_hash(s->client.get());
+  ConnectionEnds ends = socket_ends(s->client.get());
+  ClientStart start;
+  if (settings.accept_header) {
+    // The header first, whole, within kHeaderTimeoutMs of the accept; nothing of the client
+    // reaches a backend before it is valid.
+    const std::int64_t deadline_ms = steady_now_ms() + kHeaderTimeoutMs;
+    std::optional<HeaderReject> rejected;
+    const char* why = "";
+    for (;;) {
+      const std::int64_t left_ms = deadline_ms - steady_now_ms();
+      int n = -ETIMEDOUT;
+      if (left_ms > 0) {
+        n = co_await runtime::recv_with_timeout(
+            s->client.get(), start.bytes.data() + start.received,
+            start.bytes.size() - start.received, static_cast<std::uint32_t>(left_ms));
+      }
+      if (n <= 0) {
+        rejected = n == -ETIMEDOUT ? HeaderReject::timeout : HeaderReject::truncated;
+        why = n == -ETIMEDOUT ? "not complete within 3 s" : "the client closed before its end";
+        break;
+      }
+      start.received += static_cast<std::size_t>(n);
+      const pp::ParseResult r = pp::parse(std::span(start.bytes.data(), start.received));
+      if (r.status == pp::Status::done) {
+        start.header_bytes = r.consumed;
+        if (r.has_addresses) {
+          ends.client = r.source;
+          ends.vip = r.destination;
+          ends.known = true;
+        }
+        break;
+      }
+      if (r.status == pp::Status::rejected) {
+        rejected = r.reason == pp::Reject::absent     ? HeaderReject::absent
+                   : r.reason == pp::Reject::too_long ? HeaderReject::too_long
+                                                      : HeaderReject::malformed;
+        why = r.why;
+        break;
+      }
+      if (start.received == start.bytes.size()) {  // the parser bounds itself below this
+        rejected = HeaderReject::too_long;
+        why = "longer than 536 bytes";
+        break;
+      }
+    }
+    if (rejected) {
+      if (!s->was_reset()) count_rejected(s, *rejected, why);
+      end_session(s);
+      co_return;
+    }
+  }
+  const std::uint64_t hash = ends.known ? client_hash(ends.client.address) : 0;
   std::array<std::uint16_t, kMaxAttempts> tried{};
   std::size_t attempts = 0;
   const std::size_t max_attempts = std::min<std::size_t>(settings.connect_attempts, kMaxAttempts);
@@ -176,6 +271,34 @@ runtime::Task proxy_session(runtime::Worker& home, std::shared_ptr<ProxyService>
   }
   set_nodelay(s->client.get());
   set_nodelay(s->backend.get());
+  // The outgoing header, then the client data read with an incoming one, both before the
+  // forwarding starts: nothing of the client can overtake or split them.
+  pp::Built header;
+  if (settings.send_header != config::ProxyProtocol::off) {
+    const pp::Version version =
+        settings.send_header == config::ProxyProtocol::v1 ? pp::Version::v1 : pp::Version::v2;
+    header = ends.known ? pp::build(version, ends.client, ends.vip) : pp::build_unknown(version);
+  }
+  const std::span<const std::uint8_t> early = start.data();
+  if (header.size > 0 || !early.empty()) {
+    std::array<iovec, 2> first{};
+    std::size_t count = 0;
+    if (header.size > 0) first[count++] = {header.bytes.data(), header.size};
+    if (!early.empty()) {
+      first[count++] = {const_cast<std::uint8_t*>(early.data()), early.size()};
+    }
+    std::vector<iovec> cursor;
+    const std::int64_t sent =
+        co_await runtime::send_all(s->backend.get(), std::span(first.data(), count), cursor);
+    if (sent < 0 || s->was_reset()) {
+      // The backend went away before the first bytes: an ordinary failed connection.
+      s->abort();
+      end_session(s);
+      co_return;
+    }
+    bump(svc.counters().bytes_in, early.size());
+    bump(s->target->stats->bytes_in, early.size());
+  }
   s->touch();
   s->directions.store(2, std::memory_order_release);
   runtime::Runtime& rt = home.runtime();

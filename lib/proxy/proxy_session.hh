@@ -38,8 +38,14 @@ struct Session {
   int backend_fd = -1;  // the socket the sweep aborts while connecting, then the connected one
 };
 
+// How long a client of a service with accept_proxy_protocol has, from the accept, to deliver its
+// whole PROXY protocol header: the specification asks for at least 3 s (a TCP retransmit).
+inline constexpr std::uint32_t kHeaderTimeoutMs = 3000;
+
 // The connection task spawned at accept: connects (trying up to connect_attempts healthy
-// backends), then spawns the two forwarding tasks; on failure resets the client.
+// backends), then spawns the two forwarding tasks; on failure resets the client. With the
+// service's PROXY protocol settings it first reads the client's header, and writes one to the
+// backend before any client byte.
 runtime::Task proxy_session(runtime::Worker& home, std::shared_ptr<ProxyService> service,
                             std::shared_ptr<const Generation> generation, UniqueFd client);
 

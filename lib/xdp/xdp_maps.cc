@@ -3,6 +3,7 @@
 
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
+#include <ifaddrs.h>
 #include <net/if.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -64,6 +65,35 @@ void sync_map(int fd, const std::map<Key, Value, KeyLess<Key>>& wanted, const ch
   for (const auto& k : stale) bpf_map_delete_elem(fd, &k);
 }
 
+// Every IPv4 and IPv6 address of the namespace's interfaces (proto and port 0). Addresses added
+// later count from the next apply (reload); see docs/health.md.
+std::map<ferry_endpoint_key, std::uint32_t, KeyLess<ferry_endpoint_key>> local_addresses() {
+  std::map<ferry_endpoint_key, std::uint32_t, KeyLess<ferry_endpoint_key>> out;
+  ifaddrs* list = nullptr;
+  if (getifaddrs(&list) != 0) return out;
+  for (ifaddrs* a = list; a; a = a->ifa_next) {
+    if (!a->ifa_addr) continue;
+    socklen_t len = a->ifa_addr->sa_family == AF_INET    ? sizeof(sockaddr_in)
+                    : a->ifa_addr->sa_family == AF_INET6 ? sizeof(sockaddr_in6)
+                                                         : 0;
+    if (len == 0) continue;
+    if (auto e = net::Endpoint::from_sockaddr(a->ifa_addr, len)) {
+      out[endpoint_key(e->address, 0, 0)] = 1;
+    }
+  }
+  freeifaddrs(list);
+  return out;
+}
+
+// Whether the health checker sends datagrams to `backend`'s own address and port: their replies
+// come from it like replies to clients, and the XDP program must tell them apart.
+bool checks_replies_of(const config::ServiceConfig& svc, const net::Endpoint& backend) {
+  if (!svc.health) return false;
+  auto type = svc.health->type;
+  if (type != config::HealthCheckType::udp && type != config::HealthCheckType::dns) return false;
+  return svc.health->port.value_or(backend.port) == backend.port;
+}
+
 std::vector<std::uint8_t> protos_of(const config::Protocols& p) {
   std::vector<std::uint8_t> out;
   if (p.udp) out.push_back(IPPROTO_UDP);
@@ -93,7 +123,13 @@ void XdpMapSync::apply(const XdpMapFds& fds, const config::Config& config) {
     ferry_service_value value{id_for(svc.name), 0};
     for (auto proto : protos_of(svc.protocols)) {
       services[endpoint_key(svc.vip, svc.port, proto)] = value;
-      for (const auto& b : svc.backends) backends[endpoint_key(b.address, b.port, proto)] = value;
+      for (const auto& b : svc.backends) {
+        ferry_service_value backend = value;
+        if (proto == IPPROTO_UDP && checks_replies_of(svc, b)) {
+          backend.flags |= FERRY_BACKEND_LOCAL_REPLIES;
+        }
+        backends[endpoint_key(b.address, b.port, proto)] = backend;
+      }
     }
   }
   // Ids of services that are gone are freed for later ones.
@@ -155,6 +191,7 @@ void XdpMapSync::apply(const XdpMapFds& fds, const config::Config& config) {
   sync_map(fds.drop6, drop6, "drop6");
   sync_map(fds.routes4, routes4, "routes4");
   sync_map(fds.routes6, routes6, "routes6");
+  if (fds.local_addrs >= 0) sync_map(fds.local_addrs, local_addresses(), "local_addrs");
   sync_map(fds.backends, backends, "backends");
   sync_map(fds.services, services, "services");
 }

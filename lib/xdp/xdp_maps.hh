@@ -16,6 +16,7 @@ namespace ferry::xdp {
 struct XdpMapFds {
   int services = -1;
   int backends = -1;
+  int local_addrs = -1;  // the namespace's own addresses, read at every apply
   int drop4 = -1;
   int drop6 = -1;
   int routes4 = -1;

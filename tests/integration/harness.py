@@ -269,10 +269,12 @@ def metrics_endpoint(daemon):
     return host, int(port)
 
 
-def http_get(host, port, path="/metrics", timeout=10.0):
-    """A minimal HTTP/1.0 GET; returns (status code, headers dict, body bytes)."""
-    with socket.create_connection((host, port), timeout=timeout) as s:
-        s.sendall(f"GET {path} HTTP/1.0\r\nHost: {host}\r\n\r\n".encode())
+def http_get(host, port, path="/metrics", timeout=10.0, source=None):
+    """A minimal HTTP/1.0 GET (from `source` (host, port) when given); returns (status code,
+    headers dict, body bytes)."""
+    with socket.create_connection((host, port), timeout=timeout, source_address=source) as s:
+        authority = f"[{host}]" if ":" in host else host
+        s.sendall(f"GET {path} HTTP/1.0\r\nHost: {authority}\r\n\r\n".encode())
         data = b""
         while True:
             chunk = s.recv(65536)

@@ -149,7 +149,8 @@ def tcp_backend_down_and_up_shows_in_metrics_status_and_services(w):
             check_eq((status["checked"], status["down"]), (2, 1), f"status.health {status}")
             r = subprocess.run([FERRYCTL, "--socket", d.socket_path, "services"],
                                capture_output=True, text=True, timeout=20)
-            check(f"{a.endpoint}(down)" in r.stdout and f"{b.endpoint}(up)" in r.stdout,
+            check(f"{a.endpoint}(down,connection refused)" in r.stdout and
+                  f"{b.endpoint}(up)" in r.stdout and " tcp " in r.stdout,
                   f"ferryctl services:\n{r.stdout}")
 
             a.start()

@@ -169,11 +169,25 @@ TEST(RenderServices, PrintsOneRowPerServiceWithItsPathsAndBackendStates) {
     {"name":"ping","vip":"10.0.0.9","port":9,"protocols":["udp"],"mode":"reflect",
      "paths":{"udp":"fastpath"},"balance":null,"backends":[]}]})");
   EXPECT_EQ(render_services(services),
-            "NAME  VIP:PORT      PATH                     BALANCE  BACKENDS\n"
-            "dns   10.0.0.10:53  udp fastpath, tcp proxy  maglev   "
+            "NAME  VIP:PORT      PATH                     BALANCE  CHECK  BACKENDS\n"
+            "dns   10.0.0.10:53  udp fastpath, tcp proxy  maglev   -      "
             "10.0.1.2:53(up),10.0.1.3:53(down)\n"
-            "echo  [::1]:7007    tcp echo                 -        -\n"
-            "ping  10.0.0.9:9    udp fastpath reflect     -        -\n");
+            "echo  [::1]:7007    tcp echo                 -        -      -\n"
+            "ping  10.0.0.9:9    udp fastpath reflect     -        -      -\n");
+}
+
+TEST(RenderServices, ShowsTheCheckTypeAndTheReasonOfAFailingLastCheck) {
+  json services = json::parse(R"({"services":[
+    {"name":"dns","vip":"10.0.0.10","port":53,"protocols":["udp"],"mode":"proxy",
+     "paths":{"udp":"fastpath"},"balance":"maglev","check":"dns",
+     "backends":[{"address":"10.0.1.2:53","state":"up","last_result":"ok",
+                  "last_reason":"rcode NOERROR"},
+                 {"address":"10.0.1.3:53","state":"down","last_result":"error",
+                  "last_reason":"rcode SERVFAIL"}]}]})");
+  EXPECT_EQ(render_services(services),
+            "NAME  VIP:PORT      PATH          BALANCE  CHECK  BACKENDS\n"
+            "dns   10.0.0.10:53  udp fastpath  maglev   dns    "
+            "10.0.1.2:53(up),10.0.1.3:53(down,rcode SERVFAIL)\n");
 }
 
 TEST(RenderServices, SaysSoWhenNoneAreConfigured) {

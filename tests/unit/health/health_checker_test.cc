@@ -14,6 +14,8 @@
 #include <mutex>
 #include <thread>
 
+#include "tests/unit/health/eventually.hh"
+
 namespace ferry::health {
 namespace {
 
@@ -41,20 +43,16 @@ class LoopbackPort {
   net::Endpoint endpoint_;
 };
 
-// Polls `done` (the checker's progress is observable only through its snapshots and the board).
-template <typename Pred>
-bool eventually(Pred done, std::chrono::milliseconds limit = 5s) {
-  auto deadline = std::chrono::steady_clock::now() + limit;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (done()) return true;
-    std::this_thread::sleep_for(2ms);
-  }
-  return done();
-}
+using test::eventually;
 
 config::HealthCheckConfig params(std::uint32_t interval_ms, std::uint32_t timeout_ms,
                                  std::uint32_t rise, std::uint32_t fall) {
-  return {interval_ms, timeout_ms, rise, fall};
+  config::HealthCheckConfig p;
+  p.interval_ms = interval_ms;
+  p.timeout_ms = timeout_ms;
+  p.rise = rise;
+  p.fall = fall;
+  return p;
 }
 
 std::optional<BackendHealth> view_of(const HealthChecker& checker, const net::Endpoint& backend) {
