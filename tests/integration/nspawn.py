@@ -141,8 +141,13 @@ class Container:
         r = subprocess.run(prefix + list(args), input=input, capture_output=True, text=True,
                            timeout=timeout)
         if check and r.returncode != 0:
-            raise TestFailure(f"in the container: {' '.join(args)}: exit {r.returncode}: "
-                              f"{r.stdout[-2000:]} {r.stderr[-2000:]}")
+            why = f"{r.stdout[-2000:]} {r.stderr[-2000:]}"
+            if args[0] == "systemctl" and len(args) > 2:  # what the unit said, for the failure
+                journal = subprocess.run(prefix + ["journalctl", "-u", args[2], "-n", "25",
+                                                   "--no-pager"], capture_output=True, text=True,
+                                         timeout=30)
+                why += f"\n{args[2]}'s journal:\n{journal.stdout[-4000:]}"
+            raise TestFailure(f"in the container: {' '.join(args)}: exit {r.returncode}: {why}")
         return r
 
     def write(self, path, text, mode="0644"):
