@@ -16,8 +16,6 @@ namespace {
 using json = nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
-constexpr std::string_view kClearScreen = "\x1b[H\x1b[2J";
-
 // "1.23k", "9.84M", "0": SI-scaled and narrow, for columns whose header names the unit.
 std::string compact(const std::optional<double>& value) {
   if (!value) return "-";
@@ -77,13 +75,9 @@ json figures_json(const TopFigures& f) {
           {"errors_by_reason", f.errors_by_reason}};
 }
 
-std::string render_frame(const TopView& view, const json& status, const json& stats,
-                         const SeriesRates* rates, const TopOptions& options) {
-  if (options.json) {
-    double interval = options.interval_ms / 1000.0;
-    return top_json(view, status, stats, rates, interval).dump() + "\n";
-  }
-  return render_header(wall_clock(), status, stats, rates) + "\n\n" +
+std::string render_frame(const TopView& view, const json& status, const TopOptions& options) {
+  if (options.json) return top_json(view, status, options.interval_ms / 1000.0).dump() + "\n";
+  return render_header(wall_clock(), status, view.traffic) + "\n\n" +
          render_top_table(view, options);
 }
 
@@ -133,7 +127,7 @@ std::string render_top_table(const TopView& view, const TopOptions& options) {
       line_start = line_end;
     }
   }
-  if (view.fastpath) {
+  if (view.traffic.fastpath) {
     const TopFigures& drops = view.fastpath_drops;
     out += "\nfast path drops: " +
            (drops.drops_per_second ? format_rate(*drops.drops_per_second) + "/s" : "-/s");
@@ -147,8 +141,7 @@ std::string render_top_table(const TopView& view, const TopOptions& options) {
   return out;
 }
 
-json top_json(const TopView& view, const json& status, const json& stats, const SeriesRates* rates,
-              double interval_seconds) {
+json top_json(const TopView& view, const json& status, double interval_seconds) {
   json services = json::array();
   for (const TopRow& row : view.rows) {
     json backends = json::array();
@@ -171,7 +164,7 @@ json top_json(const TopView& view, const json& status, const json& stats, const 
     entry["backends"] = std::move(backends);
     services.push_back(std::move(entry));
   }
-  Traffic t = gateway_traffic(StatsIndex(stats, rates));
+  const Traffic& t = view.traffic;
   json traffic = json::object();
   if (t.fastpath) {
     traffic["fastpath"] = {
@@ -198,19 +191,12 @@ json top_json(const TopView& view, const json& status, const json& stats, const 
 }
 
 void run_top(Client& client, const TopOptions& options, std::ostream& out) {
-  const auto interval = std::chrono::milliseconds(options.interval_ms);
+  Ticker ticker(std::chrono::milliseconds(options.interval_ms), options.stop_requested);
   json previous;
   Clock::time_point previous_at;
-  Clock::time_point next_tick = Clock::now();
   bool first = true;
   for (int shown = 0; options.count == 0 || shown < options.count;) {
-    if (!first) {
-      // Ticks on a fixed schedule so slow answers do not stretch the interval.
-      next_tick += interval;
-      if (next_tick < Clock::now()) next_tick = Clock::now();
-      sleep_until(next_tick, options.stop_requested);
-    }
-    if (options.stop_requested()) break;
+    if (!ticker.wait()) break;
     json status = expect_ok(client.call("status"));
     json services = expect_ok(client.call("services"));
     json stats = expect_ok(client.call("stats"));
@@ -225,7 +211,7 @@ void run_top(Client& client, const TopOptions& options, std::ostream& out) {
     if (draw) {
       const SeriesRates* r = rates ? &*rates : nullptr;
       TopView view = build_top_view(services, StatsIndex(stats, r), options.sort);
-      std::string frame = render_frame(view, status, stats, r, options);
+      std::string frame = render_frame(view, status, options);
       if (options.clear_screen && !options.json) {
         out << kClearScreen;
       } else if (shown > 0 && !options.json) {

@@ -30,9 +30,7 @@ struct TopOptions {
 std::string render_top_table(const TopView& view, const TopOptions& options);
 
 // The same figures as one JSON object: per-second rates, null where the table shows "-".
-nlohmann::json top_json(const TopView& view, const nlohmann::json& status,
-                        const nlohmann::json& stats, const SeriesRates* rates,
-                        double interval_seconds);
+nlohmann::json top_json(const TopView& view, const nlohmann::json& status, double interval_seconds);
 
 // Runs the loop on `client`. Rates need two snapshots, so the first frame comes one interval
 // after the start, except on a terminal, where a frame without rates is drawn at once. Errors

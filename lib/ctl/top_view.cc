@@ -122,8 +122,8 @@ double traffic_of(const TopFigures& f) {
 
 TopView build_top_view(const json& services_result, const StatsIndex& stats, TopSort sort) {
   TopView view;
-  view.fastpath = stats.value("ferry_xsk_rx_packets_total").has_value();
-  if (view.fastpath) view.fastpath_drops = fastpath_drops(stats);
+  view.traffic = gateway_traffic(stats);
+  if (view.traffic.fastpath) view.fastpath_drops = fastpath_drops(stats);
 
   const json* services = nullptr;
   if (services_result.is_object()) {

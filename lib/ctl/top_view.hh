@@ -47,9 +47,10 @@ enum class TopSort {
 
 struct TopView {
   std::vector<TopRow> rows;
+  // What the whole gateway carries (the header); traffic.fastpath says there is a fast path.
+  Traffic traffic;
   // Frames the fast path dropped, not attributed to a service: the workers' reasons, the
   // kernel's (AF_XDP rings full, "kernel_" + reason) and the XDP program's drop prefixes.
-  bool fastpath = false;
   TopFigures fastpath_drops;
 };
 

@@ -16,8 +16,6 @@ namespace {
 using json = nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
-constexpr std::string_view kClearScreen = "\x1b[H\x1b[2J";
-
 }  // namespace
 
 std::string wall_clock() {
@@ -29,16 +27,24 @@ std::string wall_clock() {
   return text;
 }
 
-void sleep_until(Clock::time_point until, const std::function<bool()>& stop_requested) {
-  while (!stop_requested()) {
-    auto left = std::chrono::ceil<std::chrono::milliseconds>(until - Clock::now()).count();
-    if (left <= 0) return;
-    ::poll(nullptr, 0, static_cast<int>(left));
+Ticker::Ticker(std::chrono::milliseconds interval, std::function<bool()> stop_requested)
+    : interval_(interval), stop_requested_(std::move(stop_requested)), next_(Clock::now()) {}
+
+bool Ticker::wait() {
+  if (!first_) {
+    next_ += interval_;
+    if (next_ < Clock::now()) next_ = Clock::now();
+    while (!stop_requested_()) {
+      auto left = std::chrono::ceil<std::chrono::milliseconds>(next_ - Clock::now()).count();
+      if (left <= 0) break;
+      ::poll(nullptr, 0, static_cast<int>(left));
+    }
   }
+  first_ = false;
+  return !stop_requested_();
 }
 
-std::string render_header(std::string_view clock, const json& status, const json& stats,
-                          const SeriesRates* rates) {
+std::string render_header(std::string_view clock, const json& status, const Traffic& traffic) {
   std::string header(clock);
   if (status.is_object()) {
     if (status.contains("pid")) header += "  ferryd pid " + format_value(status["pid"]);
@@ -46,34 +52,27 @@ std::string render_header(std::string_view clock, const json& status, const json
       header += "  up " + format_duration(status["uptime_seconds"].get<double>());
     }
   }
-  std::string traffic = format_traffic(gateway_traffic(StatsIndex(stats, rates)));
-  if (!traffic.empty()) header += "  " + traffic;
+  std::string text = format_traffic(traffic);
+  if (!text.empty()) header += "  " + text;
   return header;
 }
 
 std::string render_watch_frame(std::string_view clock, const json& status, const json& stats,
                                const json& shown, const SeriesRates* rates) {
   static const SeriesRates kNoRatesYet;
-  return render_header(clock, status, stats, rates) + "\n\n" +
+  return render_header(clock, status, gateway_traffic(StatsIndex(stats, rates))) + "\n\n" +
          render_stats(shown, rates ? rates : &kNoRatesYet);
 }
 
 void run_watch(Client& client, const WatchOptions& options, std::ostream& out) {
   json json_args = json::object();
   if (!options.prefix.empty()) json_args["prefix"] = options.prefix;
-  const auto interval = std::chrono::milliseconds(options.interval_ms);
+  Ticker ticker(std::chrono::milliseconds(options.interval_ms), options.stop_requested);
 
   json previous;
   Clock::time_point previous_at;
-  Clock::time_point next_tick = Clock::now();
   for (int shown = 0; options.count == 0 || shown < options.count; ++shown) {
-    if (shown > 0) {
-      // Ticks on a fixed schedule so slow answers do not stretch the interval.
-      next_tick += interval;
-      if (next_tick < Clock::now()) next_tick = Clock::now();
-      sleep_until(next_tick, options.stop_requested);
-    }
-    if (options.stop_requested()) break;
+    if (!ticker.wait()) break;
 
     if (options.json) {
       Response stats = client.call("stats", json_args);

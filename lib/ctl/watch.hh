@@ -17,10 +17,10 @@
 
 namespace ferry::ctl {
 
-// "20:00:01  ferryd pid 1234  up 3m 4s  " then format_traffic() of `stats`: the first line of
-// `watch` and `top`.
+// "20:00:01  ferryd pid 1234  up 3m 4s  " then format_traffic(): the first line of `watch` and
+// `top`.
 std::string render_header(std::string_view clock, const nlohmann::json& status,
-                          const nlohmann::json& stats, const SeriesRates* rates);
+                          const Traffic& traffic);
 
 // One screenful: render_header(), a blank line, then the stats table of `shown` (the families
 // asked for) with its RATE/s column. `stats` is every family (the header's traffic comes from
@@ -29,9 +29,23 @@ std::string render_watch_frame(std::string_view clock, const nlohmann::json& sta
                                const nlohmann::json& stats, const nlohmann::json& shown,
                                const SeriesRates* rates);
 
-// Sleeps until `until` unless stop is requested; a signal (Ctrl-C) cuts poll() short.
-void sleep_until(std::chrono::steady_clock::time_point until,
-                 const std::function<bool()>& stop_requested);
+// The refresh schedule of `watch` and `top`: wait() returns at once the first time, then every
+// `interval` on a fixed schedule, so slow answers do not stretch it (or at once when they took
+// longer than an interval). A signal (Ctrl-C) cuts the sleep short; wait() then returns false.
+class Ticker {
+ public:
+  Ticker(std::chrono::milliseconds interval, std::function<bool()> stop_requested);
+  bool wait();
+
+ private:
+  std::chrono::milliseconds interval_;
+  std::function<bool()> stop_requested_;
+  std::chrono::steady_clock::time_point next_;
+  bool first_ = true;
+};
+
+// What `watch` and `top` write before a frame: the cursor home and a cleared screen.
+inline constexpr std::string_view kClearScreen = "\x1b[H\x1b[2J";
 
 // The wall clock as "HH:MM:SS".
 std::string wall_clock();

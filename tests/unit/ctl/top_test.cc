@@ -188,7 +188,7 @@ TEST(TopView, ProxyRowsCountBytesConnectionsRefusalsAndErrors) {
 TEST(TopView, FastPathDropsSumTheWorkersTheKernelsAndTheXdpPrograms) {
   Snapshots s;
   TopView view = build_top_view(kServices, s.index, TopSort::name);
-  ASSERT_TRUE(view.fastpath);
+  ASSERT_TRUE(view.traffic.fastpath);
   EXPECT_EQ(view.fastpath_drops.drops_per_second, 12);
   EXPECT_EQ(view.fastpath_drops.drops_by_reason,
             (std::map<std::string, double>{{"kernel_rx_ring_full", 4},
@@ -228,7 +228,7 @@ TEST(TopView, NothingToShowIsNoRowsNotACrash) {
   EXPECT_TRUE(
       build_top_view(json::parse(R"({"services":[1,"x",{"name":"a"}]})"), empty, TopSort::traffic)
           .rows.empty());
-  EXPECT_FALSE(build_top_view(json::object(), empty, TopSort::traffic).fastpath);
+  EXPECT_FALSE(build_top_view(json::object(), empty, TopSort::traffic).traffic.fastpath);
 }
 
 TEST(TopTable, OneRowPerServiceWithBackendsAndReasonsOnDemand) {
@@ -271,7 +271,7 @@ TEST(TopJson, HasTheTablesFiguresWithNullForUnknown) {
   Snapshots s;
   TopView view = build_top_view(kServices, s.index, TopSort::name);
   json status = {{"pid", 42}, {"uptime_seconds", 9}};
-  json doc = top_json(view, status, s.after, &s.rates, 1.0);
+  json doc = top_json(view, status, 1.0);
   EXPECT_EQ(doc["pid"], 42);
   EXPECT_EQ(doc["interval_seconds"], 1.0);
   ASSERT_EQ(doc["services"].size(), 4u);
