@@ -51,6 +51,9 @@ struct JsonMember {
 // "object", "array", "string", ... for error messages.
 std::string_view kind_name(JsonValue::Kind kind);
 
+// The value of a hex digit (0-9, a-f, A-F), -1 for any other character.
+int hex_value(char c);
+
 // Parses one JSON value (with // and /* */ comments) filling all of `text`.
 // Throws ConfigError naming `source_name`, with the position of the first offending character.
 // Rejects: trailing commas, duplicate keys in one object, invalid UTF-8, lone surrogates, control

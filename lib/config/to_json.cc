@@ -96,10 +96,10 @@ json health_json(const HealthCheckConfig& h) {
       break;
     case HealthCheckType::udp:
       payload_json(out, "send", h.send);
-      out["expect"] = nullptr;
       if (h.expect) {
-        out.erase("expect");
         payload_json(out, "expect", *h.expect);
+      } else {
+        out["expect"] = nullptr;
       }
       break;
     case HealthCheckType::dns: {

@@ -36,13 +36,6 @@ std::string keys_of(HealthCheckType type) {
   return out.empty() ? "none of its own" : out;
 }
 
-int hex_digit(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
 bool is_name_char(char c) {
   return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' ||
          c == '_' || c == '*';
@@ -172,8 +165,8 @@ class HealthReader : public SchemaReader {
     }
     std::string bytes;
     for (std::size_t i = 0; i < digits.size(); i += 2) {
-      int hi = hex_digit(digits[i]);
-      int lo = hex_digit(digits[i + 1]);
+      int hi = hex_value(digits[i]);
+      int lo = hex_value(digits[i + 1]);
       if (hi < 0 || lo < 0) {
         fail(hex->position, path,
              fmt::format("{} is not hex: {} at offset {}", in_quotes(digits),

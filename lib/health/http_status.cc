@@ -27,6 +27,20 @@ HttpStatus malformed(std::string why) {
 
 // One status line at the start of `line` (which may be cut short); `consumed` is its length
 // with the line end when complete.
+// Whether line[from, stop) is a reason phrase so far: text, no control characters but tab, and a
+// CR only as its last byte (before the LF).
+bool reason_ok(std::string_view line, std::size_t from, std::size_t stop) {
+  for (std::size_t i = from; i < stop; ++i) {
+    char c = line[i];
+    bool last = i + 1 == stop;
+    if ((static_cast<unsigned char>(c) < 0x20 && c != '\t' && !(c == '\r' && last)) ||
+        c == 0x7f) {
+      return false;
+    }
+  }
+  return true;
+}
+
 HttpStatus status_line(std::string_view line, std::size_t& consumed) {
   constexpr std::string_view kPrefix = "HTTP/";
   // Positions: 0..4 "HTTP/", 5 digit, 6 '.', 7 digit, 8 ' ', 9..11 digits, 12 ' ' or line end.
@@ -49,25 +63,13 @@ HttpStatus status_line(std::string_view line, std::size_t& consumed) {
     return malformed("status " + std::to_string(code) + " is not 1xx..5xx");
   auto end = line.find('\n', 12);
   if (end == std::string_view::npos) {
-    // The reason phrase so far: text, no control characters but tab (a bare CR only before LF).
-    for (std::size_t i = 13; i < line.size(); ++i) {
-      char c = line[i];
-      bool last = i + 1 == line.size();
-      if ((static_cast<unsigned char>(c) < 0x20 && c != '\t' && !(c == '\r' && last)) ||
-          c == 0x7f) {
-        return malformed("control character in the reason phrase");
-      }
+    // The reason phrase so far (no LF yet).
+    if (!reason_ok(line, 13, line.size())) {
+      return malformed("control character in the reason phrase");
     }
     return {};
   }
-  for (std::size_t i = 12; i < end; ++i) {
-    char c = line[i];
-    bool before_lf = i + 1 == end;
-    if ((static_cast<unsigned char>(c) < 0x20 && c != '\t' && !(c == '\r' && before_lf)) ||
-        c == 0x7f) {
-      return malformed("control character in the reason phrase");
-    }
-  }
+  if (!reason_ok(line, 12, end)) return malformed("control character in the reason phrase");
   consumed = end + 1;
   return {HttpStatus::State::complete, code, {}};
 }
