@@ -33,8 +33,7 @@ bool reason_ok(std::string_view line, std::size_t from, std::size_t stop) {
   for (std::size_t i = from; i < stop; ++i) {
     char c = line[i];
     bool last = i + 1 == stop;
-    if ((static_cast<unsigned char>(c) < 0x20 && c != '\t' && !(c == '\r' && last)) ||
-        c == 0x7f) {
+    if ((static_cast<unsigned char>(c) < 0x20 && c != '\t' && !(c == '\r' && last)) || c == 0x7f) {
       return false;
     }
   }
