@@ -55,9 +55,9 @@ bool Worker::poll_once() {
   bool work = false;
   for (std::uint32_t i = 0; i < ports_.size(); ++i) work |= recycle(i);
   if (!held_.empty()) work |= serve_held(snapshot);
-  // One clock read per turn serves every frame of its bursts: flow ages are in coarse ticks.
+  // One clock read per turn with frames serves every frame of its bursts (flow ages are in
+  // coarse ticks); an idle spin reads none.
   FlowAffinity flows;
-  if (flows_.enabled()) flows = {&flows_, FlowTable::clock_ms()};
   for (std::uint32_t i = 0; i < ports_.size(); ++i) {
     if (receive(i, snapshot, flows) > 0) {
       work = true;
@@ -66,12 +66,14 @@ bool Worker::poll_once() {
     }
   }
   for (std::uint32_t i = 0; i < ports_.size(); ++i) kick(i);
-  if (work && flows.table) flows_.sweep(flows.now_ms, kFlowSweepSlotsPerTurn);
+  if (work && flows_.enabled()) {
+    flows_.sweep(flows.table ? flows.now_ms : FlowTable::clock_ms(), kFlowSweepSlotsPerTurn);
+  }
   return work;
 }
 
 std::uint32_t Worker::receive(std::uint32_t port_index, const Snapshot& snapshot,
-                              FlowAffinity flows) {
+                              FlowAffinity& flows) {
   WorkerPort& port = ports_[port_index];
   xsk::RingSlices<const xdp_desc> got = port.rings.rx.peek(options_.burst);
   if (got.empty()) {
@@ -80,6 +82,7 @@ std::uint32_t Worker::receive(std::uint32_t port_index, const Snapshot& snapshot
     }
     return 0;
   }
+  if (!flows.table && flows_.enabled()) flows = {&flows_, FlowTable::clock_ms()};
   std::uint64_t dropped[kMaxBurst];
   std::uint32_t dropped_count = 0;
   std::array<std::uint32_t, kDropCount> drops{};

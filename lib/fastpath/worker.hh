@@ -95,7 +95,8 @@ class Worker {
   std::uint32_t tx_in_flight() const;
 
  private:
-  std::uint32_t receive(std::uint32_t port_index, const Snapshot& snapshot, FlowAffinity flows);
+  // `flows` gets the turn's clock with the first burst that has frames.
+  std::uint32_t receive(std::uint32_t port_index, const Snapshot& snapshot, FlowAffinity& flows);
   void transmit(std::uint32_t port_index);
   void stage(std::int8_t port_index, std::uint64_t addr, std::uint32_t len);
   bool serve_held(const Snapshot& snapshot);
