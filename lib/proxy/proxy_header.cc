@@ -26,6 +26,13 @@ class Writer {
     out_.size += n;
   }
   void text(std::string_view s) { bytes(s.data(), s.size()); }
+  // The canonical text form the specification asks for (inet_ntop), without allocating.
+  void address(const net::IpAddress& a) {
+    char text_form[INET6_ADDRSTRLEN];
+    if (inet_ntop(a.is_v4() ? AF_INET : AF_INET6, a.bytes.data(), text_form, sizeof text_form)) {
+      text(text_form);
+    }
+  }
   void byte(std::uint8_t b) { out_.bytes[out_.size++] = b; }
   void be16(std::uint16_t v) {
     byte(static_cast<std::uint8_t>(v >> 8));
@@ -257,16 +264,12 @@ ParseResult parse_v2(std::span<const std::uint8_t> bytes) {
 Built build_v1(const net::Endpoint& source, const net::Endpoint& destination) {
   Built out;
   Writer w(out);
+  if (source.address.family != destination.address.family) return build_unknown(Version::v1);
   w.text(kV1Prefix);
-  if (source.address.family != destination.address.family) {
-    w.text("UNKNOWN\r\n");
-    return out;
-  }
   w.text(source.address.is_v4() ? "TCP4 " : "TCP6 ");
-  // net::IpAddress prints the canonical forms the specification asks for (inet_ntop).
-  w.text(source.address.to_string());
+  w.address(source.address);
   w.byte(' ');
-  w.text(destination.address.to_string());
+  w.address(destination.address);
   w.byte(' ');
   w.decimal(source.port);
   w.byte(' ');
@@ -276,15 +279,11 @@ Built build_v1(const net::Endpoint& source, const net::Endpoint& destination) {
 }
 
 Built build_v2(const net::Endpoint& source, const net::Endpoint& destination) {
+  if (source.address.family != destination.address.family) return build_unknown(Version::v2);
   Built out;
   Writer w(out);
   w.bytes(kV2Signature.data(), kV2Signature.size());
   w.byte(kVersion2 | kCommandProxy);
-  if (source.address.family != destination.address.family) {
-    w.byte(kUnspec);
-    w.be16(0);
-    return out;
-  }
   const bool v4 = source.address.is_v4();
   const std::size_t n = address_bytes(source.address);
   w.byte(v4 ? kTcpOverIpv4 : kTcpOverIpv6);

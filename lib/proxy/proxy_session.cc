@@ -34,22 +34,25 @@ void set_nodelay(int fd) {
 struct ConnectionEnds {
   net::Endpoint client;
   net::Endpoint vip;
-  bool known = false;  // both names were read (a socket reset at once may have none)
+  bool known = false;  // the names needed were read (a socket reset at once may have none)
 };
 
-ConnectionEnds socket_ends(int fd) {
+// The client's address (for the balance hash), and the VIP only when `with_vip` (an outgoing
+// PROXY header needs it): one system call per connection when no header is sent.
+ConnectionEnds socket_ends(int fd, bool with_vip) {
   ConnectionEnds ends;
   sockaddr_storage peer{}, local{};
   socklen_t peer_len = sizeof(peer), local_len = sizeof(local);
-  if (::getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &peer_len) != 0 ||
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &local_len) != 0) {
-    return ends;
-  }
+  if (::getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &peer_len) != 0) return ends;
   auto c = net::Endpoint::from_sockaddr(reinterpret_cast<sockaddr*>(&peer), peer_len);
-  auto v = net::Endpoint::from_sockaddr(reinterpret_cast<sockaddr*>(&local), local_len);
-  if (!c || !v) return ends;
+  if (!c) return ends;
   ends.client = *c;
-  ends.vip = *v;
+  if (with_vip) {
+    if (::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &local_len) != 0) return ends;
+    auto v = net::Endpoint::from_sockaddr(reinterpret_cast<sockaddr*>(&local), local_len);
+    if (!v) return ends;
+    ends.vip = *v;
+  }
   ends.known = true;
   return ends;
 }
@@ -171,7 +174,7 @@ runtime::Task proxy_session(runtime::Worker& home, std::shared_ptr<ProxyService>
   svc.link(*s);
   BackendPool& pool = *s->generation->pool;
   const ProxySettings& settings = s->generation->settings;
-  ConnectionEnds ends = socket_ends(s->client.get());
+  ConnectionEnds ends;  // the accepted socket's names, unless an accepted header gives them
   ClientStart start;
   if (settings.accept_header) {
     // The header first, whole, within kHeaderTimeoutMs of the accept; nothing of the client
@@ -221,6 +224,9 @@ runtime::Task proxy_session(runtime::Worker& home, std::shared_ptr<ProxyService>
       end_session(s);
       co_return;
     }
+  }
+  if (!ends.known) {
+    ends = socket_ends(s->client.get(), settings.send_header != config::ProxyProtocol::off);
   }
   const std::uint64_t hash = ends.known ? client_hash(ends.client.address) : 0;
   std::array<std::uint16_t, kMaxAttempts> tried{};
