@@ -3,9 +3,11 @@
 
 #include <cstdio>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <string_view>
 
+#include "lib/announce/host_routes.hh"
 #include "lib/common/log.hh"
 #include "lib/config/config.hh"
 #include "lib/lifecycle/daemon.hh"
@@ -17,16 +19,43 @@ constexpr const char* kDefaultConfig = "/etc/ferry/ferryd.json";
 void usage(std::FILE* out) {
   std::fprintf(out,
                "usage: ferryd [--config FILE] [--check-config] [--log-level LEVEL]\n"
+               "       ferryd --withdraw [--config FILE]\n"
                "       ferryd --version | --help\n"
                "\n"
                "  --config FILE      configuration file (default %s)\n"
                "  --check-config     validate the configuration and exit: 0 if valid, 78 with\n"
                "                     FILE:LINE:COL: message on stderr if not\n"
+               "  --withdraw         remove the VIP routes ferryd announces (protocol ferry in\n"
+               "                     announce.table; every table if the file has none or cannot\n"
+               "                     be read) and exit; the unit runs it as ExecStopPost=\n"
                "  --log-level LEVEL  debug|info|notice|warning|error; overrides log.level\n"
                "\n"
                "Runs in the foreground (systemd Type=notify). SIGHUP reloads the configuration,\n"
                "SIGTERM/SIGINT stop gracefully.\n",
                kDefaultConfig);
+}
+
+// What ExecStopPost= runs after every end of the service, a SIGKILL included: a dead ferryd's
+// routes would keep attracting traffic to this host. It must work with a broken file too.
+int withdraw(const std::string& config_path) {
+  std::optional<std::uint32_t> table;
+  try {
+    auto config = ferry::config::load_config(config_path);
+    if (config.announce) table = config.announce->table;
+  } catch (const ferry::config::ConfigError& e) {
+    std::fprintf(stderr, "ferryd: %s\nferryd: withdrawing from every table instead\n", e.what());
+  }
+  try {
+    ferry::announce::HostRoutes routes;
+    std::size_t removed = routes.clear(table);
+    std::string where = table ? "table " + std::to_string(*table) : "every table";
+    std::printf("ferryd: withdrew %zu route(s) of protocol ferry from %s\n", removed,
+                where.c_str());
+    return 0;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "ferryd: withdrawing the announced routes failed: %s\n", e.what());
+    return 1;
+  }
 }
 
 }  // namespace
@@ -35,6 +64,7 @@ int main(int argc, char** argv) {
   std::string config_path = kDefaultConfig;
   std::string level_override;
   bool check_only = false;
+  bool withdraw_only = false;
   for (int i = 1; i < argc; ++i) {
     std::string_view arg = argv[i];
     auto value = [&](std::string_view name) -> std::string {
@@ -50,6 +80,8 @@ int main(int argc, char** argv) {
       config_path = std::string(arg.substr(9));
     } else if (arg == "--check-config") {
       check_only = true;
+    } else if (arg == "--withdraw") {
+      withdraw_only = true;
     } else if (arg == "--log-level") {
       level_override = value(arg);
     } else if (arg == "--version") {
@@ -64,6 +96,8 @@ int main(int argc, char** argv) {
       return EX_USAGE;
     }
   }
+
+  if (withdraw_only) return withdraw(config_path);
 
   ferry::config::Config config;
   try {

@@ -200,6 +200,15 @@ struct RouteConfig {
   bool operator==(const RouteConfig&) const = default;
 };
 
+// VIPs published as host routes in a kernel routing table of ferry's own, for a routing daemon
+// (BIRD, FRR, GoBGP) to announce over BGP (docs/fleet.md). Absent: nothing is published.
+struct AnnounceConfig {
+  std::uint32_t table = 100;               // 1..4294967295 except 253..255 (default, main, local)
+  std::uint32_t min_backends = 1;          // 1..65536 usable backends each service of a VIP needs
+  std::uint32_t withdraw_grace_ms = 1000;  // 0..60000: serving on after withdrawing, on stop
+  bool operator==(const AnnounceConfig&) const = default;
+};
+
 struct Config {
   std::string source_path;  // the file this was read from
   ControlConfig control;
@@ -209,6 +218,7 @@ struct Config {
   TcpConfig tcp;
   std::vector<ServiceConfig> services;
   std::vector<RouteConfig> routes;
+  std::optional<AnnounceConfig> announce;  // null: off
   // Field by field, source_path included; e.g. to tell whether a reload changes anything.
   bool operator==(const Config&) const = default;
 };

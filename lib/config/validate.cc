@@ -29,7 +29,7 @@ class Validator : public SchemaReader {
            fmt::format("the config must be a JSON object, got {}", describe(root)));
     }
     ObjectReader top(*this, root, "",
-                     {"control", "metrics", "log", "xdp", "tcp", "services", "routes"});
+                     {"control", "metrics", "log", "xdp", "tcp", "services", "routes", "announce"});
     Config c;
     if (auto* v = top.get("control")) read_control(*v, "control", c.control);
     if (auto* v = top.get("metrics")) read_metrics(*v, "metrics", c.metrics);
@@ -38,6 +38,10 @@ class Validator : public SchemaReader {
     if (auto* v = top.get("tcp")) read_tcp(*v, "tcp", c.tcp);
     if (auto* v = top.get("services")) c.services = read_services(*this, *v, "services");
     if (auto* v = top.get("routes")) read_routes(*v, "routes", c.xdp, c.routes);
+    if (auto* v = top.get("announce"); v && v->kind != Kind::null) {
+      c.announce = read_announce(*v, "announce");
+      check_min_backends(*v, *c.announce, c.services);
+    }
     return c;
   }
 
@@ -335,6 +339,43 @@ class Validator : public SchemaReader {
     }
     if (auto* n = o.get("max_connections"))
       out.max_connections = read_u32(*n, o.path_of("max_connections"), 1, 16777216);
+  }
+
+  AnnounceConfig read_announce(const JsonValue& v, const std::string& path) const {
+    ObjectReader o(*this, v, path, {"table", "min_backends", "withdraw_grace_ms"});
+    AnnounceConfig out;
+    if (auto* t = o.get("table")) {
+      out.table = read_u32(*t, o.path_of("table"), 1, 4294967295);
+      // The kernel's own tables: publishing there would make every VIP a route the host uses.
+      if (out.table >= 253 && out.table <= 255) {
+        fail(t->position, o.path_of("table"),
+             fmt::format("{} is the kernel's {} table; use a table of ferry's own (e.g. 100) "
+                         "that the routing daemon learns from",
+                         out.table,
+                         out.table == 253   ? "default"
+                         : out.table == 254 ? "main"
+                                            : "local"));
+      }
+    }
+    if (auto* n = o.get("min_backends"))
+      out.min_backends = read_u32(*n, o.path_of("min_backends"), 1, 65536);
+    if (auto* n = o.get("withdraw_grace_ms"))
+      out.withdraw_grace_ms = read_u32(*n, o.path_of("withdraw_grace_ms"), 0, 60000);
+    return out;
+  }
+
+  // A proxy service with fewer backends than min_backends would keep its VIP withdrawn forever.
+  void check_min_backends(const JsonValue& v, const AnnounceConfig& announce,
+                          const std::vector<ServiceConfig>& services) const {
+    for (const auto& s : services) {
+      if (s.mode != ServiceMode::proxy || s.backends.size() >= announce.min_backends) continue;
+      const JsonValue* at = v.find("min_backends");
+      fail(at ? at->position : v.position, "announce.min_backends",
+           fmt::format("{} is more than service {} has backends ({}): its VIP {} would never be "
+                       "announced",
+                       announce.min_backends, in_quotes(s.name), s.backends.size(),
+                       s.vip.to_string()));
+    }
   }
 
   void read_routes(const JsonValue& v, const std::string& path, const XdpConfig& xdp,

@@ -20,10 +20,10 @@ struct CommandName {
 };
 
 constexpr CommandName kCommands[] = {
-    {"status", Command::status},   {"stats", Command::stats},   {"services", Command::services},
-    {"workers", Command::workers}, {"config", Command::config}, {"reload", Command::reload},
-    {"backend", Command::backend}, {"watch", Command::watch},   {"top", Command::top},
-    {"help", Command::help},
+    {"status", Command::status},     {"stats", Command::stats},   {"services", Command::services},
+    {"workers", Command::workers},   {"config", Command::config}, {"reload", Command::reload},
+    {"backend", Command::backend},   {"watch", Command::watch},   {"top", Command::top},
+    {"announce", Command::announce}, {"help", Command::help},
 };
 
 CtlError usage_error(const std::string& message) {
@@ -200,6 +200,7 @@ Commands:
   backend SERVICE BACKEND weight W
                        steer a backend until ferryd restarts: drain (no new flows or
                        connections), disable (no UDP traffic at all), enable, or weight 0..256
+  announce             the VIPs this host announces (announce.table), and why each is or is not
   watch [PREFIX...]    stats every interval, with per-second rates of counters
   top                  live view: a row per service with its traffic each way, active
                        connections, drops and errors per second

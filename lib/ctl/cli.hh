@@ -17,6 +17,7 @@ enum class Command {
   config,
   reload,
   backend,
+  announce,
   watch,
   top,
   help,

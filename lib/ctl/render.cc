@@ -515,6 +515,27 @@ std::string render_backend(const json& result) {
   return out + "\n";
 }
 
+// "table 100 (protocol 70), min_backends 1" then VIP ANNOUNCED SINCE SERVICES REASON.
+std::string render_announce(const json& result) {
+  if (!result.is_object() || !result.contains("vips")) {
+    return result.value("enabled", true) ? render_status(result)
+                                         : "announce is off (no announce section in the config)\n";
+  }
+  std::string out =
+      fmt::format("table {} (protocol {}), min_backends {}{}\n", string_or(result, "table"),
+                  string_or(result, "protocol"), string_or(result, "min_backends"),
+                  result.value("withdrawn", false) ? ", all withdrawn: stopping" : "");
+  Table table({"VIP", "ANNOUNCED", "SINCE", "SERVICES", "REASON"});
+  for (const json& vip : result["vips"]) {
+    std::string reason = string_or(vip, "reason");
+    if (vip.contains("error") && !vip["error"].is_null())
+      reason += "; error: " + string_or(vip, "error");
+    table.add_row({string_or(vip, "vip"), vip.value("announced", false) ? "yes" : "no",
+                   string_or(vip, "since"), string_or(vip, "services"), reason});
+  }
+  return out + (table.empty() ? "no VIPs configured\n" : table.render());
+}
+
 std::string render_help(const json& result) {
   const json& commands =
       result.is_object() && result.contains("commands") ? result["commands"] : result;

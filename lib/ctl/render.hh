@@ -26,6 +26,7 @@ std::string render_config(const nlohmann::json& result);    // "# PATH" then the
 std::string render_reload(const nlohmann::json& result);    // "reloaded PATH"
 // "web 10.0.1.2:8080: drain, weight 2 (configured 1), health up, takes no new traffic"
 std::string render_backend(const nlohmann::json& result);
+std::string render_announce(const nlohmann::json& result);  // VIP ANNOUNCED SINCE SERVICES REASON
 std::string render_help(const nlohmann::json& result);      // COMMAND ACCESS SUMMARY
 
 // "k=v,k=v" for a labels object (nlohmann keeps keys sorted) or an array of [k, v] pairs (in

@@ -32,6 +32,8 @@ std::string render_result(Command command, const json& result) {
       return render_reload(result);
     case Command::backend:
       return render_backend(result);
+    case Command::announce:
+      return render_announce(result);
     case Command::help:
       return render_help(result);
     default:

@@ -44,6 +44,12 @@ std::uint32_t u32_of(const rtattr* attr) {
   return v;
 }
 
+// The errno of an NLMSG_ERROR answer (0: an acknowledgement).
+int error_of(const nlmsghdr* h) {
+  if (h->nlmsg_len < NLMSG_LENGTH(sizeof(nlmsgerr))) return EBADMSG;
+  return -static_cast<const nlmsgerr*>(NLMSG_DATA(h))->error;
+}
+
 }  // namespace
 
 std::optional<LinkMessage> parse_link(const nlmsghdr* message) {
@@ -100,6 +106,7 @@ std::optional<RouteMessage> parse_route(const nlmsghdr* message) {
   out.deleted = message->nlmsg_type == RTM_DELROUTE;
   out.table = rt->rtm_table;
   out.type = rt->rtm_type;
+  out.protocol = rt->rtm_protocol;
   out.flags = rt->rtm_flags;
   out.prefix.address.family = rt->rtm_family;
   out.prefix.length = rt->rtm_dst_len;
@@ -215,6 +222,42 @@ bool RtnetlinkSocket::send(std::span<const std::uint8_t> request) {
                   reinterpret_cast<sockaddr*>(&kernel), sizeof(kernel)) >= 0;
 }
 
+// Reads the answer to request `sequence` until `take` returns true for one of its messages.
+void RtnetlinkSocket::await_answer(std::uint32_t sequence, const char* what,
+                                   const std::function<bool(const nlmsghdr*)>& take) {
+  std::vector<std::uint8_t> buf(1 << 16);
+  for (;;) {
+    pollfd pfd{fd_.get(), POLLIN, 0};
+    if (::poll(&pfd, 1, 5000) <= 0)
+      throw std::system_error(ETIMEDOUT, std::generic_category(), what);
+    ssize_t n = ::recv(fd_.get(), buf.data(), buf.size(), 0);
+    if (n < 0) {
+      if (errno == EINTR || errno == EAGAIN) continue;
+      throw std::system_error(errno, std::generic_category(), what);
+    }
+    bool done = false;
+    for_each_message({buf.data(), static_cast<std::size_t>(n)}, [&](const nlmsghdr* h) {
+      if (!done && h->nlmsg_seq == sequence) done = take(h);
+    });
+    if (done) return;
+  }
+}
+
+int RtnetlinkSocket::transact(std::span<std::uint8_t> request) {
+  drain([](const nlmsghdr*) {});
+  auto* header = reinterpret_cast<nlmsghdr*>(request.data());
+  header->nlmsg_flags |= NLM_F_REQUEST | NLM_F_ACK;
+  const std::uint32_t sequence = header->nlmsg_seq = ++sequence_;
+  if (!send(request)) throw std::system_error(errno, std::generic_category(), "netlink request");
+  int answer = 0;
+  await_answer(sequence, "netlink request", [&](const nlmsghdr* h) {
+    if (h->nlmsg_type != NLMSG_ERROR) return false;
+    answer = error_of(h);
+    return true;
+  });
+  return answer;
+}
+
 void RtnetlinkSocket::dump(std::uint16_t type, std::uint8_t family,
                            const std::function<void(const nlmsghdr*)>& visit) {
   // Whatever an earlier request left unread (errors of NTF_USE requests) is not this answer.
@@ -231,33 +274,17 @@ void RtnetlinkSocket::dump(std::uint16_t type, std::uint8_t family,
   if (!send({reinterpret_cast<const std::uint8_t*>(&request), sizeof(request)})) {
     throw std::system_error(errno, std::generic_category(), "netlink dump request");
   }
-  std::vector<std::uint8_t> buf(1 << 16);
-  for (;;) {
-    pollfd pfd{fd_.get(), POLLIN, 0};
-    if (::poll(&pfd, 1, 5000) <= 0) {
-      throw std::system_error(ETIMEDOUT, std::generic_category(), "netlink dump");
+  int error = 0;
+  await_answer(sequence, "netlink dump", [&](const nlmsghdr* h) {
+    if (h->nlmsg_type == NLMSG_DONE) return true;
+    if (h->nlmsg_type == NLMSG_ERROR) {
+      error = error_of(h);
+      return true;
     }
-    ssize_t n = ::recv(fd_.get(), buf.data(), buf.size(), 0);
-    if (n < 0) {
-      if (errno == EINTR || errno == EAGAIN) continue;
-      throw std::system_error(errno, std::generic_category(), "netlink dump");
-    }
-    bool done = false;
-    int error = 0;
-    for_each_message({buf.data(), static_cast<std::size_t>(n)}, [&](const nlmsghdr* h) {
-      if (h->nlmsg_seq != sequence) return;
-      if (h->nlmsg_type == NLMSG_DONE) {
-        done = true;
-      } else if (h->nlmsg_type == NLMSG_ERROR) {
-        error = -static_cast<const nlmsgerr*>(NLMSG_DATA(h))->error;
-        done = true;
-      } else {
-        visit(h);
-      }
-    });
-    if (error != 0) throw std::system_error(error, std::generic_category(), "netlink dump");
-    if (done) return;
-  }
+    visit(h);
+    return false;
+  });
+  if (error != 0) throw std::system_error(error, std::generic_category(), "netlink dump");
 }
 
 bool RtnetlinkSocket::drain(const std::function<void(const nlmsghdr*)>& visit) {

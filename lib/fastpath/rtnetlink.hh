@@ -33,8 +33,9 @@ struct RouteMessage {
   std::optional<net::IpAddress> gateway;
   std::uint32_t metric = 0;
   std::uint32_t table = 0;
-  std::uint8_t type = 0;    // RTN_*
-  std::uint32_t flags = 0;  // RTM_F_*
+  std::uint8_t type = 0;      // RTN_*
+  std::uint8_t protocol = 0;  // RTPROT_*: who installed it
+  std::uint32_t flags = 0;    // RTM_F_*
 };
 
 struct LinkMessage {
@@ -80,8 +81,14 @@ class RtnetlinkSocket {
   bool drain(const std::function<void(const nlmsghdr*)>& visit);
   // Non-blocking send of one request; false (errno set) when the kernel refused it.
   bool send(std::span<const std::uint8_t> request);
+  // Sends one request (its sequence number and NLM_F_ACK are set here) and waits for the
+  // kernel's answer: 0 when it was applied, else the errno it failed with. Throws
+  // std::system_error when the socket itself fails or no answer comes within 5 s.
+  int transact(std::span<std::uint8_t> request);
 
  private:
+  void await_answer(std::uint32_t sequence, const char* what,
+                    const std::function<bool(const nlmsghdr*)>& take);
   UniqueFd fd_;
   std::uint32_t sequence_ = 1;
 };

@@ -46,6 +46,21 @@ void HealthBoard::set_checked(const std::string& service, const net::Endpoint& b
   find_or_add(service, backend)->checked.store(checked, std::memory_order_relaxed);
 }
 
+void HealthBoard::set_passed(const std::string& service, const net::Endpoint& backend) {
+  std::vector<FirstPassListener> listeners;
+  {
+    std::lock_guard lock(mutex_);
+    if (find_or_add(service, backend)->passed.exchange(true, std::memory_order_relaxed)) return;
+    listeners = first_pass_listeners_;
+  }
+  for (const auto& listener : listeners) listener(service, backend);
+}
+
+void HealthBoard::subscribe_first_pass(FirstPassListener listener) {
+  std::lock_guard lock(mutex_);
+  first_pass_listeners_.push_back(std::move(listener));
+}
+
 void HealthBoard::subscribe(TransitionListener listener) {
   std::lock_guard lock(mutex_);
   listeners_.push_back(std::move(listener));

@@ -21,11 +21,17 @@ namespace ferry::health {
 struct BackendState {
   std::atomic<bool> up{true};
   std::atomic<bool> checked{false};  // a health check runs for it
+  // A check of it has passed since it was configured: what announcing waits for, so a host does
+  // not attract traffic for backends it has not reached yet.
+  std::atomic<bool> passed{false};
 };
 
 // Called on the checker's thread after a backend's `up` flag changed.
 using TransitionListener =
     std::function<void(const std::string& service, const net::Endpoint& backend, bool up)>;
+// Called on the checker's thread when a backend's first check passes.
+using FirstPassListener =
+    std::function<void(const std::string& service, const net::Endpoint& backend)>;
 
 class HealthBoard {
  public:
@@ -41,8 +47,11 @@ class HealthBoard {
   // Returns whether it changed.
   bool set_up(const std::string& service, const net::Endpoint& backend, bool up);
   void set_checked(const std::string& service, const net::Endpoint& backend, bool checked);
+  // A check passed: sets `passed` and, the first time, tells the first-pass listeners.
+  void set_passed(const std::string& service, const net::Endpoint& backend);
   // Listeners cannot be removed; register them before the checker starts.
   void subscribe(TransitionListener listener);
+  void subscribe_first_pass(FirstPassListener listener);
   // Drops backends that are no longer configured (holders keep their pointers alive).
   void retain(const std::vector<std::pair<std::string, net::Endpoint>>& configured);
   // Every known backend with its current flag, for status and metrics.
@@ -62,6 +71,7 @@ class HealthBoard {
   std::map<std::pair<std::string, std::string>, std::shared_ptr<BackendState>> states_;
   std::map<std::pair<std::string, std::string>, net::Endpoint> endpoints_;
   std::vector<TransitionListener> listeners_;
+  std::vector<FirstPassListener> first_pass_listeners_;
 };
 
 }  // namespace ferry::health

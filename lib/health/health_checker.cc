@@ -269,6 +269,7 @@ void HealthChecker::finish(Probe& p, CheckResult result, std::string reason,
   v.duration_sum_seconds += seconds;
   bool ok = result == CheckResult::ok;
   if (ok) {
+    board_.set_passed(p.target.service, p.target.backend);
     v.last_connect_ms = seconds * 1000;
     ++v.consecutive_successes;
     v.consecutive_failures = 0;

@@ -107,6 +107,7 @@ json Daemon::State::reload(const std::string& reason) {
   ++reloads;
   last_reload_error.reset();
   log::notice("reloaded {}: {}", config_path, summary());
+  refresh_announcements();
   return {{"reloaded", true},
           {"config_path", config_path},
           {"restart_required", pending},
@@ -116,6 +117,7 @@ json Daemon::State::reload(const std::string& reason) {
 void Daemon::State::register_commands() {
   using control::Access;
   control::add_help_command(commands);
+  register_announce_command();
 
   auto xdp_status = [this] {
     if (!xdp) return json();
@@ -144,13 +146,15 @@ void Daemon::State::register_commands() {
                       {{"socket", config->control.socket},
                        {"connections", control ? control->open_connections() : 0},
                        {"tcp", tcp_control_listen()}}},
-                     {"metrics", metrics_http ? json{{"listen", metrics_http->local_endpoint().to_string()}}
-                                              : json()},
+                     {"metrics", metrics_http
+                                     ? json{{"listen", metrics_http->local_endpoint().to_string()}}
+                                     : json()},
                      {"xdp", xdp_status()},
                      {"services", config->services.size()},
                      {"tcp", tcp ? tcp->status() : json()},
                      {"routes", config->routes.size()},
                      {"health", health::health_status(health, health_checker.get())},
+                     {"announce", announcer ? announcer->report() : json()},
                      {"workers", {{"total", beats.size()}, {"alive", alive}}},
                  };
                });

@@ -2,6 +2,7 @@
 // watchdog, reload), and tear everything down in reverse order.
 #include "lib/lifecycle/daemon.hh"
 
+#include <fmt/format.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -42,6 +43,29 @@ void raise_fd_limit() {
   if (getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur < limit.rlim_max) {
     limit.rlim_cur = limit.rlim_max;
     if (setrlimit(RLIMIT_NOFILE, &limit) != 0) log::warning("raising RLIMIT_NOFILE: {}", std::strerror(errno));
+  }
+}
+
+// The routers stop sending here before this host stops serving: every VIP is withdrawn, and the
+// planes serve on for announce.withdraw_grace_ms while the routing daemons converge. A second
+// SIGTERM or SIGINT cuts the wait short.
+void withdraw_before_stopping(Daemon::State& s, const sigset_t& signals) {
+  std::size_t withdrawn = on_control_thread(s, [&s] { return s.withdraw_announcements(); });
+  if (withdrawn == 0 || !s.config->announce || s.config->announce->withdraw_grace_ms == 0) return;
+  const std::uint32_t grace_ms = s.config->announce->withdraw_grace_ms;
+  log::notice("announce: {} VIP(s) withdrawn; serving on for {} ms while the routers converge",
+              withdrawn, grace_ms);
+  s.notifier.status(fmt::format("stopping: VIPs withdrawn, serving on for {} ms", grace_ms));
+  auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(grace_ms);
+  for (auto now = std::chrono::steady_clock::now(); now < until;
+       now = std::chrono::steady_clock::now()) {
+    auto left = std::chrono::duration_cast<std::chrono::nanoseconds>(until - now).count();
+    timespec timeout{static_cast<time_t>(left / 1000000000), static_cast<long>(left % 1000000000)};
+    int sig = sigtimedwait(&signals, nullptr, &timeout);
+    if (sig == SIGTERM || sig == SIGINT) {
+      log::notice("received a second stop signal; stopping without waiting out the grace");
+      return;
+    }
   }
 }
 
@@ -95,10 +119,14 @@ int Daemon::run() {
         },
         &s.health);
     s.tcp->start(admin::effective_config(*s.config, s.admin));
+    // Every plane serves: the VIPs may attract traffic now (on the control thread, once it runs).
+    s.announcing = true;
+    boost::asio::post(s.io, [&s] { s.refresh_announcements(); });
   } catch (const std::exception& e) {
     log::error("{}", e.what());
     log::error("ferryd could not start; everything set up so far is being released");
     s.tcp.reset();
+    s.announcer.reset();
     s.link_watch.reset();
     s.fastpath.reset();
     s.xdp.reset();
@@ -160,10 +188,12 @@ int Daemon::run() {
   }
 
   s.notifier.stopping();
+  withdraw_before_stopping(s, signals);
   s.health_checker.reset();  // no more transitions (nor table rebuilds) while the planes go
   // Listeners and connections close on the control thread, which then runs dry and exits.
   boost::asio::post(s.io, [&s] {
     s.heartbeat_timer.cancel();
+    s.announce_timer.cancel();
     if (s.metrics_http) s.metrics_http->stop();
     if (s.control) s.control->stop();
     s.work.reset();
@@ -171,6 +201,7 @@ int Daemon::run() {
   });
   s.control_thread.join();
   s.control_heartbeat.reset();
+  s.announcer.reset();  // its routes are already withdrawn
   s.tcp.reset();       // listeners, then connections, then the io_uring workers
   s.link_watch.reset();
   s.fastpath.reset();  // workers joined, XSKMAP emptied, sockets and UMEM gone

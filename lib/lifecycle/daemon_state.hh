@@ -3,30 +3,30 @@
 #pragma once
 
 #include <atomic>
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <chrono>
 #include <memory>
 #include <optional>
 #include <string>
 #include <thread>
 
-#include <boost/asio/executor_work_guard.hpp>
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/steady_timer.hpp>
-
 #include "lib/admin/admin_board.hh"
+#include "lib/announce/announcer.hh"
 #include "lib/config/config.hh"
+#include "lib/control/commands.hh"
+#include "lib/control/server.hh"
 #include "lib/fastpath/fastpath_plane.hh"
 #include "lib/fastpath/link_watch.hh"
 #include "lib/health/health_board.hh"
 #include "lib/health/health_checker.hh"
-#include "lib/tcp/tcp_plane.hh"
-#include "lib/control/commands.hh"
-#include "lib/control/server.hh"
 #include "lib/lifecycle/daemon.hh"
 #include "lib/lifecycle/heartbeat.hh"
 #include "lib/lifecycle/systemd_notifier.hh"
 #include "lib/metrics/http_server.hh"
 #include "lib/metrics/registry.hh"
+#include "lib/tcp/tcp_plane.hh"
 #include "lib/xdp/xdp_plane.hh"
 
 namespace ferry::lifecycle {
@@ -56,6 +56,16 @@ struct Daemon::State {
   void rebind_data_plane();
   // Hands the fast path's bound interfaces to link_watch (creating it with the first plane).
   void follow_links();
+  // announcing.cc: creates, re-configures or removes the announcer for `next` (part of
+  // apply_data_plane, so a failure rejects a reload); refresh_announcements() brings the routes
+  // in line with the running config, health and admin state (after start, reload, `backend`,
+  // health transitions and first passing checks; post_announce_refresh() from other threads);
+  // withdraw_announcements() on stop, returning how many VIPs were announced.
+  void apply_announce(const config::Config& next);
+  void refresh_announcements();
+  void post_announce_refresh();
+  std::size_t withdraw_announcements();
+  void register_announce_command();
   std::string summary() const;
   nlohmann::json tcp_control_listen() const;  // the bound address, or null when off
   void register_commands();
@@ -95,6 +105,12 @@ struct Daemon::State {
   std::unique_ptr<tcp::TcpPlane> tcp;  // io_uring workers and TCP services; started last
   // Follows the fast path's interfaces across re-binds (created with the first one); runs on `io`.
   std::unique_ptr<fastpath::LinkWatch> link_watch;
+  // The VIP routes for the routing daemon (announce on); `announcing` is set once every plane
+  // serves, and cleared when the stop withdraws them.
+  std::unique_ptr<announce::Announcer> announcer;
+  bool announcing = false;
+  std::atomic<bool> announce_refresh_posted{false};
+  boost::asio::steady_timer announce_timer{io};
 
   // The control thread: runs `io` and beats its heartbeat from a timer on the same loop, so a
   // wedged handler stops the beat and the watchdog notices.

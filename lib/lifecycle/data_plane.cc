@@ -46,6 +46,7 @@ void Daemon::State::apply_data_plane(const config::Config& configured) {
   }
   follow_links();
   apply_health(next);
+  apply_announce(next);
 }
 
 // A drained backend weighs 0 in the new tables (Maglev, the proxy's policies) but keeps its
@@ -55,6 +56,7 @@ void Daemon::State::apply_steering() {
   apply_data_plane(*config);
   tcp::TcpApplyResult result = tcp->apply(admin::effective_config(*config, admin));
   for (const auto& err : result.errors) log::error("backend: {}", err);
+  refresh_announcements();
 }
 
 // The watch learns the ifindexes just bound; a deletion it reports leaves the plane as it is (the
@@ -84,6 +86,7 @@ void Daemon::State::rebind_data_plane() {
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started)
             .count(),
         summary());
+    refresh_announcements();
   } catch (const std::exception& e) {
     log::error(
         "fast path: binding again after an interface returned failed: {}; `ferryctl "
@@ -95,6 +98,9 @@ void Daemon::State::rebind_data_plane() {
 void Daemon::State::apply_health(const config::Config& next) {
   std::vector<health::CheckTarget> targets = health::check_targets(next.services);
   if (!health_checker && !targets.empty()) {
+    // A backend's first passing check may let its VIP be announced.
+    health.subscribe_first_pass(
+        [this](const std::string&, const net::Endpoint&) { post_announce_refresh(); });
     health.subscribe([this](const std::string&, const net::Endpoint&, bool) {
       // On the checker's thread: the rebuild (Maglev over every UDP service) runs on the control
       // thread, once for however many transitions arrive before it runs.
@@ -116,6 +122,7 @@ void Daemon::State::apply_health(const config::Config& next) {
 
 void Daemon::State::refresh_backends() {
   backends_refresh_posted.store(false);
+  refresh_announcements();  // a VIP that cannot be served stops attracting traffic first
   if (!fastpath) return;
   try {
     auto started = std::chrono::steady_clock::now();

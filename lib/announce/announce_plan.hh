@@ -1,0 +1,43 @@
+// Which VIPs this host may announce: a VIP is announced while every service on it (each of its
+// protocols, UDP and TCP) can serve, i.e. has at least announce.min_backends usable backends.
+// Pure: config and health in, the plan out, so the rule is unit-tested.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "lib/common/net.hh"
+#include "lib/config/config.hh"
+
+namespace ferry::announce {
+
+// A backend as the health checker sees it. `passed`: a check of it has passed since it was
+// configured; a checked backend counts only then, so a host that has just started (or cannot
+// reach its backends) does not attract traffic during the first `fall` intervals.
+struct BackendHealth {
+  bool up = true;
+  bool passed = false;
+};
+using HealthLookup =
+    std::function<BackendHealth(const std::string& service, const net::Endpoint& backend)>;
+
+struct VipPlan {
+  net::IpAddress vip;
+  bool announce = false;
+  std::vector<std::string> services;  // the services on this VIP, in config order
+  std::string reason;                 // why it is announced or not, for status and the log
+};
+
+// `effective`: the running config with the operator's steering applied (drained and disabled
+// backends weigh 0), so weight 0, down and not-yet-passed backends are not usable. One entry per
+// distinct VIP, in config order; loopback, unspecified and link-local VIPs are listed, never
+// announced (they mean nothing to a router).
+std::vector<VipPlan> plan_announcements(const config::Config& effective, std::uint32_t min_backends,
+                                        const HealthLookup& health);
+
+// Whether a VIP may be announced at all (not loopback, unspecified or link-local).
+bool routable(const net::IpAddress& vip);
+
+}  // namespace ferry::announce

@@ -1,0 +1,193 @@
+// The announcer's bookkeeping: one entry per VIP, its route added or removed when the plan and
+// the kernel disagree, and the disagreement (an errno) kept for status until it is resolved.
+#include "lib/announce/announcer.hh"
+
+#include <fmt/chrono.h>
+#include <fmt/format.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "lib/common/log.hh"
+
+namespace ferry::announce {
+
+using nlohmann::json;
+
+Announcer::Announcer(const config::AnnounceConfig& config, metrics::Registry& registry)
+    : config_(config) {
+  if (std::size_t stale = routes_.clear(config_.table); stale > 0) {
+    log::notice(
+        "announce: removed {} route(s) of protocol ferry that an earlier ferryd left in "
+        "table {}",
+        stale, config_.table);
+  }
+  metrics_ = registry.add([this](metrics::SnapshotBuilder& out) { collect(out); });
+}
+
+Announcer::~Announcer() {
+  metrics_.reset();
+  std::lock_guard lock(mutex_);
+  withdrawn_ = true;
+  for (auto& [key, v] : vips_) {
+    if (!v.installed) continue;
+    if (int err = routes_.change(RouteChange::remove, v.plan.vip, v.installed_table); err != 0) {
+      log::error("announce: withdrawing {} from table {}: {}; `ferryd --withdraw` removes it", key,
+                 v.installed_table, std::strerror(err));
+    }
+  }
+}
+
+void Announcer::configure(const config::AnnounceConfig& config) {
+  std::lock_guard lock(mutex_);
+  if (config.table != config_.table) {
+    log::notice("announce: moving the VIP routes from table {} to table {}", config_.table,
+                config.table);
+  }
+  config_ = config;
+}
+
+// One VIP towards what it should be: installed in config_.table exactly when wanted.
+void Announcer::apply(const std::string& key, Vip& v) {
+  const bool want = wanted(v);
+  if (v.installed && (!want || v.installed_table != config_.table)) {
+    if (int err = routes_.change(RouteChange::remove, v.plan.vip, v.installed_table); err != 0) {
+      ++errors_;
+      v.error = fmt::format("removing the route from table {}: {}", v.installed_table,
+                            std::strerror(err));
+      log::error("announce: {}: {}; retried in a few seconds", key, v.error);
+      return;
+    }
+    v.installed = false;
+    ++removed_;
+    v.error.clear();
+    if (!want) {
+      v.since = std::chrono::system_clock::now();
+      log::notice("announce: {} withdrawn from table {}: {}", key, v.installed_table,
+                  withdrawn_ ? "ferryd is stopping" : v.plan.reason);
+    }
+  }
+  if (want && !v.installed) {
+    if (int err = routes_.change(RouteChange::add, v.plan.vip, config_.table); err != 0) {
+      ++errors_;
+      v.error = fmt::format("adding the route to table {}: {}", config_.table, std::strerror(err));
+      log::error("announce: {}: {}; retried in a few seconds", key, v.error);
+      return;
+    }
+    v.installed = true;
+    v.installed_table = config_.table;
+    ++added_;
+    v.error.clear();
+    v.since = std::chrono::system_clock::now();
+    log::notice("announce: {} announced in table {}: {}", key, config_.table, v.plan.reason);
+  }
+}
+
+void Announcer::update(std::vector<VipPlan> plan) {
+  std::lock_guard lock(mutex_);
+  std::map<std::string, VipPlan> next;
+  for (auto& p : plan) {
+    std::string key = p.vip.to_string();
+    next.emplace(std::move(key), std::move(p));
+  }
+  for (auto it = vips_.begin(); it != vips_.end();) {
+    auto planned = next.find(it->first);
+    if (planned != next.end()) {
+      it->second.plan = std::move(planned->second);
+      next.erase(planned);
+    } else {
+      it->second.plan.announce = false;
+      it->second.plan.reason = "no service has this VIP any more";
+    }
+    apply(it->first, it->second);
+    // A VIP the config no longer has is forgotten once its route is gone.
+    if (planned == next.end() && !it->second.installed) {
+      it = vips_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  for (auto& [key, p] : next) {
+    Vip& v = vips_[key];
+    v.plan = std::move(p);
+    apply(key, v);
+  }
+}
+
+void Announcer::reconcile() {
+  std::lock_guard lock(mutex_);
+  for (auto& [key, v] : vips_) {
+    if (v.installed && wanted(v) && v.installed_table == config_.table) {
+      int err = routes_.change(RouteChange::ensure, v.plan.vip, config_.table);
+      if (err == 0) {
+        ++restored_;
+        log::warning(
+            "announce: the route to {} had been removed from table {} by someone "
+            "else; added again",
+            key, config_.table);
+      } else if (err != EEXIST) {
+        ++errors_;
+        v.error =
+            fmt::format("checking the route in table {}: {}", config_.table, std::strerror(err));
+      }
+      continue;
+    }
+    apply(key, v);
+  }
+}
+
+std::size_t Announcer::withdraw_all(const std::string& reason) {
+  std::lock_guard lock(mutex_);
+  withdrawn_ = true;
+  std::size_t announced = 0;
+  for (auto& [key, v] : vips_) {
+    announced += v.installed;
+    v.plan.reason = reason;
+    apply(key, v);
+  }
+  return announced;
+}
+
+json Announcer::report() const {
+  std::lock_guard lock(mutex_);
+  json vips = json::array();
+  for (const auto& [key, v] : vips_) {
+    vips.push_back(
+        {{"vip", key},
+         {"announced", v.installed},
+         {"services", v.plan.services},
+         {"reason", v.plan.reason},
+         {"since", fmt::format("{:%Y-%m-%dT%H:%M:%SZ}",
+                               fmt::gmtime(std::chrono::system_clock::to_time_t(v.since)))},
+         {"error", v.error.empty() ? json() : json(v.error)}});
+  }
+  return {{"table", config_.table},
+          {"protocol", kRouteProtocol},
+          {"min_backends", config_.min_backends},
+          {"withdrawn", withdrawn_},
+          {"vips", std::move(vips)}};
+}
+
+void Announcer::collect(metrics::SnapshotBuilder& out) const {
+  std::lock_guard lock(mutex_);
+  const char* announced =
+      "1 while the VIP's host route is in the announce table (so the routing daemon announces "
+      "it), 0 while it is withdrawn.";
+  out.declare("ferry_announce_vip_announced", announced, metrics::Type::gauge);
+  for (const auto& [key, v] : vips_) {
+    if (!routable(v.plan.vip)) continue;
+    out.gauge("ferry_announce_vip_announced", announced, {{"vip", key}}, v.installed ? 1 : 0);
+  }
+  const char* help = "Changes made to the announce table's routes, by kind.";
+  out.counter("ferry_announce_route_changes_total", help, {{"change", "add"}},
+              static_cast<double>(added_));
+  out.counter("ferry_announce_route_changes_total", help, {{"change", "remove"}},
+              static_cast<double>(removed_));
+  out.counter("ferry_announce_route_changes_total", help, {{"change", "restore"}},
+              static_cast<double>(restored_));
+  out.counter("ferry_announce_route_errors_total",
+              "Route changes the kernel refused (retried; status says why).", {},
+              static_cast<double>(errors_));
+}
+
+}  // namespace ferry::announce

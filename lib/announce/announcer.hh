@@ -1,0 +1,67 @@
+// Keeps the kernel table in line with the announce plan: routes added for the VIPs that may be
+// announced, removed for the others, failures retried, and every change logged and counted.
+// Owns the routes it installed: destroying it withdraws them (a handover would release them).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "lib/announce/announce_plan.hh"
+#include "lib/announce/host_routes.hh"
+#include "lib/config/config.hh"
+#include "lib/metrics/registry.hh"
+
+namespace ferry::announce {
+
+class Announcer {
+ public:
+  // Clears routes of protocol ferry that an earlier ferryd left in the table (logged). Throws
+  // std::system_error when the table cannot be read or cleared.
+  Announcer(const config::AnnounceConfig& config, metrics::Registry& registry);
+  ~Announcer();  // withdraws what it announced
+  Announcer(const Announcer&) = delete;
+  Announcer& operator=(const Announcer&) = delete;
+
+  // A reload: a new table gets the routes (the old one loses them on the next update).
+  void configure(const config::AnnounceConfig& config);
+  const config::AnnounceConfig& config() const { return config_; }
+  // Adds and removes routes to match `plan`; what fails stays pending for the next update.
+  // After withdraw_all() every VIP stays withdrawn whatever the plan says.
+  void update(std::vector<VipPlan> plan);
+  // Re-adds an announced route someone else removed (once per call, without touching routes
+  // that are there), and retries pending changes. Called from a timer.
+  void reconcile();
+  // Stop: withdraws every VIP for `reason`; returns how many were announced.
+  std::size_t withdraw_all(const std::string& reason);
+
+  // {"table", "protocol", "min_backends", "withdrawn", "vips": [{vip, announced, services,
+  // reason, since, error}]}
+  nlohmann::json report() const;
+
+ private:
+  struct Vip {
+    VipPlan plan;
+    bool installed = false;  // our route is in config_.table (as far as we know)
+    std::uint32_t installed_table = 0;
+    std::chrono::system_clock::time_point since = std::chrono::system_clock::now();
+    std::string error;  // the last failed change, empty when in line
+  };
+  bool wanted(const Vip& v) const { return v.plan.announce && !withdrawn_; }
+  void apply(const std::string& key, Vip& v);
+  void collect(metrics::SnapshotBuilder& out) const;
+
+  mutable std::mutex mutex_;
+  config::AnnounceConfig config_;
+  HostRoutes routes_;
+  std::map<std::string, Vip> vips_;  // by VIP text; VIPs no longer planned stay until removed
+  bool withdrawn_ = false;
+  std::uint64_t added_ = 0, removed_ = 0, restored_ = 0, errors_ = 0;
+  metrics::Registry::Handle metrics_;
+};
+
+}  // namespace ferry::announce
