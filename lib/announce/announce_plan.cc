@@ -9,9 +9,9 @@
 namespace ferry::announce {
 namespace {
 
-// What one service lacks, or nothing when it can serve.
+// What one service lacks, or nothing when it can serve; its usable backends go to `usable`.
 std::string shortfall(const config::ServiceConfig& s, std::uint32_t min_backends,
-                      const HealthLookup& health) {
+                      const HealthLookup& health, std::vector<std::string>& usable_list) {
   if (s.mode != config::ServiceMode::proxy) return {};  // echo, reflect: served by ferry itself
   std::size_t usable = 0, down = 0, weightless = 0, unproven = 0;
   for (std::size_t i = 0; i < s.backends.size(); ++i) {
@@ -24,6 +24,7 @@ std::string shortfall(const config::ServiceConfig& s, std::uint32_t min_backends
       ++unproven;
     } else {
       ++usable;
+      usable_list.push_back(s.name + " " + s.backends[i].to_string());
     }
   }
   if (usable >= min_backends) return {};
@@ -58,12 +59,18 @@ std::vector<VipPlan> plan_announcements(const config::Config& effective, std::ui
     auto it =
         std::find_if(plans.begin(), plans.end(), [&](const VipPlan& p) { return p.vip == s.vip; });
     if (it == plans.end()) {
-      plans.push_back({.vip = s.vip, .announce = routable(s.vip), .services = {}, .reason = {}});
+      plans.emplace_back();
+      plans.back().vip = s.vip;
+      plans.back().announce = routable(s.vip);
       it = plans.end() - 1;
     }
     it->services.push_back(s.name);
     if (!routable(s.vip)) continue;
-    if (std::string lack = shortfall(s, min_backends, health); !lack.empty()) {
+    if (s.health) {
+      it->longest_check_interval_ms =
+          std::max(it->longest_check_interval_ms, s.health->interval_ms);
+    }
+    if (std::string lack = shortfall(s, min_backends, health, it->usable); !lack.empty()) {
       it->announce = false;
       it->reason += (it->reason.empty() ? "" : "; ") + lack;
     }

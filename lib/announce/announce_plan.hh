@@ -28,6 +28,11 @@ struct VipPlan {
   bool announce = false;
   std::vector<std::string> services;  // the services on this VIP, in config order
   std::string reason;                 // why it is announced or not, for status and the log
+  // "service backend" of every usable backend: the view the VIP would be announced with.
+  std::vector<std::string> usable;
+  // The longest health check interval of its services (0: none is checked); announcing waits
+  // for the view to hold still twice this long unless announce.settle_ms says otherwise.
+  std::uint32_t longest_check_interval_ms = 0;
 };
 
 // `effective`: the running config with the operator's steering applied (drained and disabled

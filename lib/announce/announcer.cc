@@ -48,8 +48,8 @@ void Announcer::configure(const config::AnnounceConfig& config) {
 }
 
 // One VIP towards what it should be: installed in config_.table exactly when wanted.
-void Announcer::apply(const std::string& key, Vip& v) {
-  const bool want = wanted(v);
+void Announcer::apply(const std::string& key, Vip& v, std::chrono::steady_clock::time_point now) {
+  const bool want = wanted(v, now);
   if (v.installed && (!want || v.installed_table != config_.table)) {
     if (int err = routes_.change(RouteChange::remove, v.plan.vip, v.installed_table); err != 0) {
       ++errors_;
@@ -83,41 +83,77 @@ void Announcer::apply(const std::string& key, Vip& v) {
   }
 }
 
-void Announcer::update(std::vector<VipPlan> plan) {
+void Announcer::update(std::vector<VipPlan> plan, const BeforeAnnouncing& before_announcing) {
   std::lock_guard lock(mutex_);
+  const auto now = std::chrono::steady_clock::now();
   std::map<std::string, VipPlan> next;
   for (auto& p : plan) {
     std::string key = p.vip.to_string();
     next.emplace(std::move(key), std::move(p));
   }
   for (auto it = vips_.begin(); it != vips_.end();) {
-    auto planned = next.find(it->first);
-    if (planned != next.end()) {
-      it->second.plan = std::move(planned->second);
-      next.erase(planned);
-    } else {
-      it->second.plan.announce = false;
-      it->second.plan.reason = "no service has this VIP any more";
-    }
-    apply(it->first, it->second);
-    // A VIP the config no longer has is forgotten once its route is gone.
-    if (planned == next.end() && !it->second.installed) {
-      it = vips_.erase(it);
-    } else {
+    if (next.contains(it->first) || it->second.installed) {
       ++it;
+    } else {
+      it = vips_.erase(it);  // gone from the config, and its route with it
+    }
+  }
+  for (auto& [key, v] : vips_) {
+    if (!next.contains(key)) {
+      v.plan.announce = false;
+      v.plan.reason = "no service has this VIP any more";
     }
   }
   for (auto& [key, p] : next) {
     Vip& v = vips_[key];
+    // The view it would be announced with: settling starts over whenever it changes.
+    if (!p.announce || v.installed) {
+      v.settling = false;
+    } else if (!v.settling || p.usable != v.plan.usable) {
+      v.settling = true;
+      v.settling_since = now;
+    }
     v.plan = std::move(p);
-    apply(key, v);
   }
+  std::vector<net::IpAddress> announcing;
+  for (auto& [key, v] : vips_) {
+    if (wanted(v, now) && !v.installed) announcing.push_back(v.plan.vip);
+  }
+  if (before_announcing && !announcing.empty()) before_announcing(announcing);
+  for (auto it = vips_.begin(); it != vips_.end();) {
+    apply(it->first, it->second, now);
+    bool gone =
+        !it->second.installed && it->second.plan.reason == "no service has this VIP any more";
+    it = gone ? vips_.erase(it) : std::next(it);
+  }
+}
+
+std::optional<std::chrono::steady_clock::time_point> Announcer::next_settled() const {
+  std::lock_guard lock(mutex_);
+  std::optional<std::chrono::steady_clock::time_point> due;
+  for (const auto& [key, v] : vips_) {
+    if (!v.settling || v.installed || withdrawn_) continue;
+    auto at = v.settling_since + settle_of(v);
+    if (!due || at < *due) due = at;
+  }
+  return due;
+}
+
+std::chrono::milliseconds Announcer::settle_of(const Vip& v) const {
+  return std::chrono::milliseconds(config_.settle_ms ? *config_.settle_ms
+                                                     : 2 * v.plan.longest_check_interval_ms);
+}
+
+bool Announcer::wanted(const Vip& v, std::chrono::steady_clock::time_point now) const {
+  if (!v.plan.announce || withdrawn_) return false;
+  return v.installed || (v.settling && now - v.settling_since >= settle_of(v));
 }
 
 void Announcer::reconcile() {
   std::lock_guard lock(mutex_);
+  const auto now = std::chrono::steady_clock::now();
   for (auto& [key, v] : vips_) {
-    if (v.installed && wanted(v) && v.installed_table == config_.table) {
+    if (v.installed && wanted(v, now) && v.installed_table == config_.table) {
       int err = routes_.change(RouteChange::ensure, v.plan.vip, config_.table);
       if (err == 0) {
         ++restored_;
@@ -132,7 +168,7 @@ void Announcer::reconcile() {
       }
       continue;
     }
-    apply(key, v);
+    apply(key, v, now);
   }
 }
 
@@ -143,7 +179,7 @@ std::size_t Announcer::withdraw_all(const std::string& reason) {
   for (auto& [key, v] : vips_) {
     announced += v.installed;
     v.plan.reason = reason;
-    apply(key, v);
+    apply(key, v, std::chrono::steady_clock::now());
   }
   return announced;
 }
@@ -152,11 +188,17 @@ json Announcer::report() const {
   std::lock_guard lock(mutex_);
   json vips = json::array();
   for (const auto& [key, v] : vips_) {
+    std::string reason = v.plan.reason;
+    if (v.settling && !v.installed && !withdrawn_) {
+      reason =
+          fmt::format("can serve; announced once its backends' health has held still for {} ms",
+                      settle_of(v).count());
+    }
     vips.push_back(
         {{"vip", key},
          {"announced", v.installed},
          {"services", v.plan.services},
-         {"reason", v.plan.reason},
+         {"reason", std::move(reason)},
          {"since", fmt::format("{:%Y-%m-%dT%H:%M:%SZ}",
                                fmt::gmtime(std::chrono::system_clock::to_time_t(v.since)))},
          {"error", v.error.empty() ? json() : json(v.error)}});

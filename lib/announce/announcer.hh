@@ -5,9 +5,11 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -31,8 +33,13 @@ class Announcer {
   void configure(const config::AnnounceConfig& config);
   const config::AnnounceConfig& config() const { return config_; }
   // Adds and removes routes to match `plan`; what fails stays pending for the next update.
-  // After withdraw_all() every VIP stays withdrawn whatever the plan says.
-  void update(std::vector<VipPlan> plan);
+  // After withdraw_all() every VIP stays withdrawn whatever the plan says. `before_announcing`,
+  // when set, is called with the VIPs about to be announced (again), before their routes go in.
+  using BeforeAnnouncing = std::function<void(const std::vector<net::IpAddress>& vips)>;
+  void update(std::vector<VipPlan> plan, const BeforeAnnouncing& before_announcing = {});
+  // When the next VIP waiting for its backends' health to settle may be announced (the caller
+  // calls update() again then), if any waits.
+  std::optional<std::chrono::steady_clock::time_point> next_settled() const;
   // Re-adds an announced route someone else removed (once per call, without touching routes
   // that are there), and retries pending changes. Called from a timer.
   void reconcile();
@@ -50,9 +57,13 @@ class Announcer {
     std::uint32_t installed_table = 0;
     std::chrono::system_clock::time_point since = std::chrono::system_clock::now();
     std::string error;  // the last failed change, empty when in line
+    // Announceable but not announced yet: since when with the same usable backends.
+    bool settling = false;
+    std::chrono::steady_clock::time_point settling_since;
   };
-  bool wanted(const Vip& v) const { return v.plan.announce && !withdrawn_; }
-  void apply(const std::string& key, Vip& v);
+  std::chrono::milliseconds settle_of(const Vip& v) const;
+  bool wanted(const Vip& v, std::chrono::steady_clock::time_point now) const;
+  void apply(const std::string& key, Vip& v, std::chrono::steady_clock::time_point now);
   void collect(metrics::SnapshotBuilder& out) const;
 
   mutable std::mutex mutex_;

@@ -206,6 +206,9 @@ struct AnnounceConfig {
   std::uint32_t table = 100;               // 1..4294967295 except 253..255 (default, main, local)
   std::uint32_t min_backends = 1;          // 1..65536 usable backends each service of a VIP needs
   std::uint32_t withdraw_grace_ms = 1000;  // 0..60000: serving on after withdrawing, on stop
+  // 0..600000: a VIP that can serve is announced once its usable backends have held still this
+  // long; null: twice the longest health check interval of its services (0 without checks).
+  std::optional<std::uint32_t> settle_ms;
   bool operator==(const AnnounceConfig&) const = default;
 };
 

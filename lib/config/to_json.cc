@@ -163,18 +163,21 @@ nlohmann::json to_json(const Config& config) {
                       {"via", r.via},
                       {"protocols", protocols_json(r.protocols)}});
   }
-  return {
-      {"control", control_json(config.control)},
-      {"metrics", {{"listen", endpoint_or_null(config.metrics.listen)}}},
-      {"log", {{"level", config.log.level}}},
-      {"xdp", xdp_json(config.xdp)},
-      {"tcp", tcp_json(config.tcp)},
-      {"services", std::move(services)},
-      {"routes", std::move(routes)},
-      {"announce", config.announce ? json{{"table", config.announce->table},
-                                          {"min_backends", config.announce->min_backends},
-                                          {"withdraw_grace_ms", config.announce->withdraw_grace_ms}}
-                                   : json(nullptr)}};
+  return {{"control", control_json(config.control)},
+          {"metrics", {{"listen", endpoint_or_null(config.metrics.listen)}}},
+          {"log", {{"level", config.log.level}}},
+          {"xdp", xdp_json(config.xdp)},
+          {"tcp", tcp_json(config.tcp)},
+          {"services", std::move(services)},
+          {"routes", std::move(routes)},
+          {"announce",
+           config.announce
+               ? json{{"table", config.announce->table},
+                      {"min_backends", config.announce->min_backends},
+                      {"withdraw_grace_ms", config.announce->withdraw_grace_ms},
+                      {"settle_ms", config.announce->settle_ms ? json(*config.announce->settle_ms)
+                                                               : json(nullptr)}}
+               : json(nullptr)}};
 }
 
 }  // namespace ferry::config

@@ -342,7 +342,7 @@ class Validator : public SchemaReader {
   }
 
   AnnounceConfig read_announce(const JsonValue& v, const std::string& path) const {
-    ObjectReader o(*this, v, path, {"table", "min_backends", "withdraw_grace_ms"});
+    ObjectReader o(*this, v, path, {"table", "min_backends", "withdraw_grace_ms", "settle_ms"});
     AnnounceConfig out;
     if (auto* t = o.get("table")) {
       out.table = read_u32(*t, o.path_of("table"), 1, 4294967295);
@@ -361,6 +361,8 @@ class Validator : public SchemaReader {
       out.min_backends = read_u32(*n, o.path_of("min_backends"), 1, 65536);
     if (auto* n = o.get("withdraw_grace_ms"))
       out.withdraw_grace_ms = read_u32(*n, o.path_of("withdraw_grace_ms"), 0, 60000);
+    if (auto* n = o.get("settle_ms"); n && n->kind != Kind::null)
+      out.settle_ms = read_u32(*n, o.path_of("settle_ms"), 0, 600000);
     return out;
   }
 

@@ -46,6 +46,11 @@ std::shared_ptr<const ConfigTables> build_config_tables(const config::Config& co
       return hooks.backend_up(s.name, b);
     };
   }
+  if (hooks.flows_reset_ms) {
+    options.flows_reset_ms = [&hooks](const config::ServiceConfig& s) {
+      return hooks.flows_reset_ms(s.vip);
+    };
+  }
   packet::ServiceTable services = packet::build_service_table(config.services, options);
   packet::RouteTable routes = packet::RouteTable::build(
       config.routes, [&layout](std::string_view name) { return layout.slot_of(name); });

@@ -14,6 +14,7 @@
 #include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -42,6 +43,9 @@ struct FastpathHooks {
   // Whether `backend` of UDP service `service` may take new flows (health checks); null: all may.
   // Read on the control thread whenever the tables are built.
   std::function<bool(const std::string& service, const net::Endpoint& backend)> backend_up;
+  // The FlowTable::clock_ms() at which the flows to `vip` were last reset (it was announced
+  // again after a withdrawal), if ever; null: never.
+  std::function<std::optional<std::uint32_t>(const net::IpAddress& vip)> flows_reset_ms;
 };
 
 class FastpathPlane {

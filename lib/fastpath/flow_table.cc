@@ -126,7 +126,10 @@ std::uint16_t FlowTable::backend_for(const packet::Service& s, const packet::Par
   for (std::uint64_t m = zero_bytes(tags ^ (kOnes * tag)); m != 0; m &= m - 1) {
     FlowEntry& e = ways[way_of(m)];
     if (!same_flow(e, p, ports_protocol)) continue;
-    if (now_ms - e.last_seen_ms >= idle_timeout_ms_) {  // the flow starts over in its own slot
+    // Idle too long, or seen last before the service's flows were reset: the flow starts over in
+    // its own slot. (A reset older than the timeout leaves no entry it could apply to.)
+    const std::uint32_t age = now_ms - e.last_seen_ms;
+    if (age >= idle_timeout_ms_ || (s.flows_reset && age > now_ms - s.flows_reset_ms)) {
       counters_.expiries.add();
       std::uint16_t backend = maglev();
       if (backend == MaglevTable::kNoBackend) {

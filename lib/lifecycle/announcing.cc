@@ -4,6 +4,7 @@
 
 #include "lib/admin/effective_config.hh"
 #include "lib/common/log.hh"
+#include "lib/fastpath/flow_table.hh"
 #include "lib/lifecycle/daemon_state.hh"
 
 namespace ferry::lifecycle {
@@ -28,6 +29,7 @@ void Daemon::State::apply_announce(const config::Config& next) {
     if (announcer) {
       log::notice("announce: turned off; withdrawing every VIP");
       announce_timer.cancel();
+      settle_timer.cancel();
       announcer.reset();
     }
     return;
@@ -50,7 +52,22 @@ void Daemon::State::refresh_announcements() {
         return announce::BackendHealth{.up = state->up.load(std::memory_order_relaxed),
                                        .passed = state->passed.load(std::memory_order_relaxed)};
       });
-  announcer->update(std::move(plan));
+  // A VIP announced again after a withdrawal: the flows another host carried meanwhile may have
+  // other backends there than this host's flow table remembers; Maglev (the same on every host
+  // with the same view) decides them afresh. The workers have the reset before the route goes in.
+  announcer->update(std::move(plan), [this](const std::vector<net::IpAddress>& vips) {
+    if (!fastpath) return;
+    std::uint32_t now = fastpath::FlowTable::clock_ms();
+    for (const auto& vip : vips) flows_reset_ms[vip.to_string()] = now;
+    fastpath->refresh_backends();
+  });
+  // A VIP waiting for its backends' health to hold still is looked at again when it may go in.
+  if (auto due = announcer->next_settled()) {
+    settle_timer.expires_at(*due);
+    settle_timer.async_wait([this](const boost::system::error_code& ec) {
+      if (!ec) refresh_announcements();
+    });
+  }
 }
 
 void Daemon::State::post_announce_refresh() {
@@ -61,6 +78,7 @@ void Daemon::State::post_announce_refresh() {
 std::size_t Daemon::State::withdraw_announcements() {
   announcing = false;
   announce_timer.cancel();
+  settle_timer.cancel();
   return announcer ? announcer->withdraw_all("ferryd is stopping") : 0;
 }
 

@@ -194,6 +194,7 @@ int Daemon::run() {
   boost::asio::post(s.io, [&s] {
     s.heartbeat_timer.cancel();
     s.announce_timer.cancel();
+    s.settle_timer.cancel();
     if (s.metrics_http) s.metrics_http->stop();
     if (s.control) s.control->stop();
     s.work.reset();

@@ -7,6 +7,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <chrono>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -110,7 +111,10 @@ struct Daemon::State {
   std::unique_ptr<announce::Announcer> announcer;
   bool announcing = false;
   std::atomic<bool> announce_refresh_posted{false};
-  boost::asio::steady_timer announce_timer{io};
+  // By VIP: when the fast path's flows to it were last reset (announced again); see announcing.cc.
+  std::map<std::string, std::uint32_t> flows_reset_ms;
+  boost::asio::steady_timer announce_timer{io};  // reconcile, every few seconds
+  boost::asio::steady_timer settle_timer{io};    // the next VIP whose health view settles
 
   // The control thread: runs `io` and beats its heartbeat from a timer on the same loop, so a
   // wedged handler stops the beat and the watchdog notices.

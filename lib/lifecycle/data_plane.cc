@@ -41,6 +41,11 @@ void Daemon::State::apply_data_plane(const config::Config& configured) {
       return health.state(service, backend)->up.load(std::memory_order_relaxed) &&
              admin::keeps_flows(admin, service, backend);
     };
+    hooks.flows_reset_ms = [this](const net::IpAddress& vip) -> std::optional<std::uint32_t> {
+      auto it = flows_reset_ms.find(vip.to_string());
+      if (it == flows_reset_ms.end()) return std::nullopt;
+      return it->second;
+    };
     fastpath = std::make_unique<fastpath::FastpathPlane>(
         io, registry, fastpath::XskMapFds{maps.ifslots, maps.xsks}, next, std::move(hooks));
   }

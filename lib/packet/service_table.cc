@@ -38,6 +38,10 @@ ServiceTable ServiceTableBuilder::build(std::span<const config::ServiceConfig> c
     s.port = c.port;
     s.protocol = IPPROTO_UDP;
     s.flow_affinity = c.affinity == config::Affinity::flow;
+    if (auto reset = options.flows_reset_ms ? options.flows_reset_ms(c) : std::nullopt) {
+      s.flows_reset = true;
+      s.flows_reset_ms = *reset;
+    }
     if (s.action == ServiceAction::balance) s.backends = c.backends;
     if (s.backends.size() >= MaglevTable::kNoBackend) {
       throw std::invalid_argument("service " + c.name + ": more than 65534 backends");

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -39,6 +40,11 @@ struct Service {
   // Requests go through the fast-path worker's flow table (affinity "flow", the UDP default) or
   // straight to Maglev ("none").
   bool flow_affinity = true;
+  // Flow-table entries of this service last seen before FlowTable::clock_ms() read
+  // `flows_reset_ms` are stale: the host had stopped carrying the VIP (withdrawn from the
+  // routers), and the host that carried its flows meanwhile may have given them other backends.
+  bool flows_reset = false;
+  std::uint32_t flows_reset_ms = 0;
 };
 
 enum class MatchKind : std::uint8_t {
@@ -89,6 +95,8 @@ struct ServiceTableOptions {
   // Health: backends for which this returns false are left out of their service's Maglev table
   // (their flows, and only theirs, move) but replies from them are still rewritten. Null: all up.
   std::function<bool(const config::ServiceConfig&, const net::Endpoint&)> backend_up;
+  // Announcing: when the service's flows were last reset (Service::flows_reset_ms), if ever.
+  std::function<std::optional<std::uint32_t>(const config::ServiceConfig&)> flows_reset_ms;
 };
 
 // Takes the services that have "udp" in protocols and mode proxy or reflect (TCP and echo belong to

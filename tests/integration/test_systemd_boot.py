@@ -28,6 +28,7 @@ UDP_PORT = 5300
 UDP_PORT_ADDED = 5301  # the service a reload adds
 TCP_PORT = 80  # below 1024: CAP_NET_BIND_SERVICE from the unit is what lets ferryd listen here
 CONFIG = "/etc/ferry/ferryd.json"
+ANNOUNCE_TABLE = 100
 SOCKET = "/run/ferry/ferryd.sock"
 MEMBER, OUTSIDER = "ferryop", "outsider"  # in group ferry, and not
 BUILD_BUDGET_S = 700  # only when test_package has not built this tree's package already
@@ -113,7 +114,7 @@ def xsk_tx_packets(c):
     return sum(s["value"] for f in fams for s in f["samples"])
 
 
-def ferry_config(l, added_service=False):
+def ferry_config(l, added_service=False, announce=False):
     """The container's config: the AF_XDP fast path on host0 with a UMEM of 1024 x 2048 bytes (the
     container's memlock hard limit is 8 MiB, which LimitMEMLOCK=infinity cannot raise), a UDP
     reflect service and a TCP echo service on the container's address."""
@@ -123,7 +124,9 @@ def ferry_config(l, added_service=False):
     if added_service:
         services.append({"name": "reflect-added", "vip": l.vip, "port": UDP_PORT_ADDED,
                          "protocols": ["udp"], "mode": "reflect"})
+    extra = {"announce": {"table": ANNOUNCE_TABLE, "withdraw_grace_ms": 200}} if announce else {}
     return json.dumps({
+        **extra,
         "control": {"socket": SOCKET, "mode": "0660", "group": "ferry"},
         "log": {"level": "info"},
         "xdp": {"interfaces": [{"name": "host0"}],
@@ -230,11 +233,11 @@ def install_package(l):
         c.run("useradd", "--no-create-home", *groups, user)
 
 
-def serving(l, added_service=False):
+def serving(l, added_service=False, announce=False):
     """ferryd running the lab config (of the given shape), started if need be."""
     c = l.container
     install(l)
-    text = ferry_config(l, added_service)
+    text = ferry_config(l, added_service, announce)
     if l.config != text or unit(c, "ActiveState") != "active":
         c.write(CONFIG, text)
         c.run("systemctl", "restart", "ferryd", timeout=90)
@@ -386,6 +389,44 @@ def watchdog_kills_a_stopped_ferryd_and_systemd_restarts_it(w):
     check_serves(l, "after the watchdog restart", ports=(UDP_PORT, UDP_PORT_ADDED))
 
 
+def announced_routes(c):
+    """The VIP routes in the announce table, by the protocol name the package gives iproute2."""
+    out = c.run("ip", "-j", "route", "show", "table", str(ANNOUNCE_TABLE), "proto", "ferry").stdout
+    return sorted(r["dst"] for r in json.loads(out or "[]"))
+
+
+def sigkill_is_followed_by_the_units_withdraw_and_a_restart_announces_again(w):
+    l = lab(w)
+    c = serving(l, added_service=True, announce=True)
+    wait_until(lambda: announced_routes(c) == [l.vip], 20, "the VIP in the announce table")
+    check_eq(ctl(c, "announce")["vips"][0]["announced"], True, "ferryctl announce")
+    props = unit(c, "MainPID", "NRestarts")
+    old, restarts = props["MainPID"], int(props["NRestarts"])
+    # SIGKILL: ferryd cannot withdraw anything itself; ExecStopPost= must.
+    c.run("systemctl", "kill", "--signal=SIGKILL", "ferryd")
+
+    def restarted():
+        p = unit(c, "MainPID", "NRestarts", "ActiveState")
+        return p if (int(p["NRestarts"]) == restarts + 1 and p["MainPID"] not in ("0", old)
+                     and p["ActiveState"] == "active") else None
+    wait_until(restarted, 30, "systemd to restart the killed ferryd", interval=0.3)
+    journal = c.run("journalctl", "-u", "ferryd", "--no-pager", "-o", "cat", "-n", "60").stdout
+    withdrew = f"ferryd: withdrew 1 route(s) of protocol ferry from table {ANNOUNCE_TABLE}"
+    check(withdrew in journal, f"ExecStopPost= withdrew the killed ferryd's route:\n{journal}")
+    check(journal.rfind(withdrew) < journal.rfind("ferryd 0.1.0 ready"),
+          f"withdrawn before the new ferryd started:\n{journal}")
+    wait_until(lambda: announced_routes(c) == [l.vip], 20, "the restarted ferryd to announce again")
+    check_serves(l, "after the SIGKILL restart", ports=(UDP_PORT, UDP_PORT_ADDED))
+    # A stop withdraws first (ferryd itself, then ExecStopPost= finds nothing left).
+    c.run("systemctl", "stop", "ferryd", timeout=60)
+    check_eq(announced_routes(c), [], "routes after systemctl stop")
+    journal = c.run("journalctl", "-u", "ferryd", "--no-pager", "-o", "cat", "-n", "20").stdout
+    check(f"announce: {l.vip} withdrawn from table {ANNOUNCE_TABLE}: ferryd is stopping" in journal,
+          f"the stop withdrew first:\n{journal}")
+    check(f"ferryd: withdrew 0 route(s) of protocol ferry from table {ANNOUNCE_TABLE}" in journal,
+          f"ExecStopPost= found nothing left:\n{journal}")
+
+
 # AF_XDP sockets of every process in the container, found by asking each socket descriptor its
 # family (SO_DOMAIN through pidfd_getfd): this kernel has no XDP sock_diag, so `ss --xdp` and
 # /proc/net list none.
@@ -507,6 +548,7 @@ if __name__ == "__main__":
             ferryctl_status_for_group_ferry_only,
             reload_applies_a_changed_config_and_refuses_a_broken_one,
             watchdog_kills_a_stopped_ferryd_and_systemd_restarts_it,
+            sigkill_is_followed_by_the_units_withdraw_and_a_restart_announces_again,
             stop_leaves_no_xdp_program_no_socket_and_the_veth_to_the_kernel,
             powering_off_leaves_nothing_on_the_host,
         ])
