@@ -17,7 +17,8 @@ DEMO_PACKAGES := g++ pkg-config meson ninja-build clang llvm bpftool \
 PACKAGES := $(DEMO_PACKAGES) libbenchmark-dev libfuzzer-14-dev \
 	iputils-ping prometheus netsniff-ng \
 	debhelper dpkg-dev fakeroot lintian systemd strace man-db python3-matplotlib \
-	dnsmasq-base bind9-dnsutils dnsperf nftables ccache systemd-container nginx-light haproxy
+	dnsmasq-base bind9-dnsutils dnsperf nftables ccache systemd-container nginx-light haproxy \
+	bird2
 
 .PHONY: all deps demo-deps build build-asan build-fuzz build-tsan test test-unit fuzz demo package clean
 

@@ -44,12 +44,17 @@ bool routable(const net::IpAddress& vip) {
   const auto& b = vip.bytes;
   if (vip.is_v4()) {
     bool unspecified = b[0] == 0 && b[1] == 0 && b[2] == 0 && b[3] == 0;
-    return !unspecified && b[0] != 127 && !(b[0] == 169 && b[1] == 254);
+    // 224/4 multicast, 240/4 reserved (and the broadcast address)
+    return !unspecified && b[0] != 127 && !(b[0] == 169 && b[1] == 254) && b[0] < 224;
   }
   bool zero_prefix = std::all_of(b.begin(), b.begin() + 15, [](std::uint8_t x) { return x == 0; });
   bool unspecified_or_loopback = zero_prefix && (b[15] == 0 || b[15] == 1);
   bool link_local = b[0] == 0xfe && (b[1] & 0xc0) == 0x80;
-  return !unspecified_or_loopback && !link_local;
+  bool multicast = b[0] == 0xff;
+  // ::ffff:0:0/96, IPv4-mapped: never on the wire
+  bool mapped = std::all_of(b.begin(), b.begin() + 10, [](std::uint8_t x) { return x == 0; }) &&
+                b[10] == 0xff && b[11] == 0xff;
+  return !unspecified_or_loopback && !link_local && !multicast && !mapped;
 }
 
 std::vector<VipPlan> plan_announcements(const config::Config& effective, std::uint32_t min_backends,
@@ -77,7 +82,7 @@ std::vector<VipPlan> plan_announcements(const config::Config& effective, std::ui
   }
   for (auto& p : plans) {
     if (!routable(p.vip)) {
-      p.reason = "a loopback, unspecified or link-local address is never announced";
+      p.reason = "a loopback, unspecified, link-local or multicast address is never announced";
     } else if (p.announce) {
       p.reason = fmt::format("every service on it can serve ({})", fmt::join(p.services, ", "));
     }

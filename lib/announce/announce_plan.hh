@@ -37,12 +37,13 @@ struct VipPlan {
 
 // `effective`: the running config with the operator's steering applied (drained and disabled
 // backends weigh 0), so weight 0, down and not-yet-passed backends are not usable. One entry per
-// distinct VIP, in config order; loopback, unspecified and link-local VIPs are listed, never
-// announced (they mean nothing to a router).
+// distinct VIP, in config order; loopback, unspecified, link-local, multicast and IPv4-mapped VIPs
+// are listed, never announced (they mean nothing to a router).
 std::vector<VipPlan> plan_announcements(const config::Config& effective, std::uint32_t min_backends,
                                         const HealthLookup& health);
 
-// Whether a VIP may be announced at all (not loopback, unspecified or link-local).
+// Whether a VIP may be announced at all (not loopback, unspecified, link-local, multicast,
+// reserved or IPv4-mapped).
 bool routable(const net::IpAddress& vip);
 
 }  // namespace ferry::announce

@@ -59,6 +59,7 @@ void Announcer::apply(const std::string& key, Vip& v, std::chrono::steady_clock:
       return;
     }
     v.installed = false;
+    v.missing = false;
     ++removed_;
     v.error.clear();
     if (!want) {
@@ -161,11 +162,19 @@ void Announcer::reconcile() {
             "announce: the route to {} had been removed from table {} by someone "
             "else; added again",
             key, config_.table);
-      } else if (err != EEXIST) {
-        ++errors_;
-        v.error =
-            fmt::format("checking the route in table {}: {}", config_.table, std::strerror(err));
       }
+      if (err == 0 || err == EEXIST) {
+        v.missing = false;
+        v.error.clear();
+        continue;
+      }
+      // Gone, and the kernel refuses it back (e.g. the loopback is down): not announced now.
+      ++errors_;
+      std::string error =
+          fmt::format("adding back the route to table {}: {}", config_.table, std::strerror(err));
+      if (error != v.error) log::error("announce: {}: {}; retried in a few seconds", key, error);
+      v.missing = true;
+      v.error = std::move(error);
       continue;
     }
     apply(key, v, now);
@@ -196,7 +205,7 @@ json Announcer::report() const {
     }
     vips.push_back(
         {{"vip", key},
-         {"announced", v.installed},
+         {"announced", v.installed && !v.missing},
          {"services", v.plan.services},
          {"reason", std::move(reason)},
          {"since", fmt::format("{:%Y-%m-%dT%H:%M:%SZ}",
@@ -218,7 +227,8 @@ void Announcer::collect(metrics::SnapshotBuilder& out) const {
   out.declare("ferry_announce_vip_announced", announced, metrics::Type::gauge);
   for (const auto& [key, v] : vips_) {
     if (!routable(v.plan.vip)) continue;
-    out.gauge("ferry_announce_vip_announced", announced, {{"vip", key}}, v.installed ? 1 : 0);
+    out.gauge("ferry_announce_vip_announced", announced, {{"vip", key}},
+              v.installed && !v.missing ? 1 : 0);
   }
   const char* help = "Changes made to the announce table's routes, by kind.";
   out.counter("ferry_announce_route_changes_total", help, {{"change", "add"}},

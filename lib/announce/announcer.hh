@@ -54,6 +54,7 @@ class Announcer {
   struct Vip {
     VipPlan plan;
     bool installed = false;  // our route is in config_.table (as far as we know)
+    bool missing = false;    // installed, but found gone and refused back by the kernel
     std::uint32_t installed_table = 0;
     std::chrono::system_clock::time_point since = std::chrono::system_clock::now();
     std::string error;  // the last failed change, empty when in line

@@ -21,12 +21,11 @@ tags each reply with the backend's address, a UDP health responder, a TCP echo) 
 import contextlib
 import json
 import os
-import select
 import signal
 import subprocess
 import time
 
-from harness import TestFailure, base_config, check, check_eq, wait_until
+from harness import Piped, TestFailure, base_config, check, check_eq, wait_until
 from netns import Netns, veth
 
 CLIENT = "10.30.0.2"
@@ -335,42 +334,6 @@ for line in sys.stdin:
                 res[p] = "error " + str(e)
         print("new " + json.dumps(res), flush=True)
 """
-
-
-class Piped:
-    """A helper process in a namespace driven by lines on stdin, answering one line each."""
-
-    def __init__(self, ns, script, args, err_path):
-        self.err_path = err_path
-        self.proc = subprocess.Popen(["ip", "netns", "exec", ns.name, "python3", "-u", "-c", script,
-                                      *map(str, args)],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=open(err_path, "w"))
-        self.buf = b""
-
-    def read_line(self, timeout):
-        deadline = time.monotonic() + timeout
-        while b"\n" not in self.buf:
-            left = deadline - time.monotonic()
-            if left <= 0 or not select.select([self.proc.stdout], [], [], left)[0]:
-                raise TestFailure(f"helper: no answer within {timeout}s (exit {self.proc.poll()}): "
-                                  f"{open(self.err_path).read()}")
-            data = os.read(self.proc.stdout.fileno(), 65536)
-            if not data:
-                raise TestFailure(f"helper exited {self.proc.wait()}: {open(self.err_path).read()}")
-            self.buf += data
-        line, self.buf = self.buf.split(b"\n", 1)
-        return line.decode()
-
-    def cmd(self, line, timeout=30):
-        self.proc.stdin.write(line.encode() + b"\n")
-        self.proc.stdin.flush()
-        return self.read_line(timeout)
-
-    def close(self):
-        if self.proc.poll() is None:
-            self.proc.kill()
-        self.proc.wait()
 
 
 class FlowClient(Piped):

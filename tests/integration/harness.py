@@ -4,6 +4,7 @@ import contextlib
 import json
 import os
 import re
+import select
 import shutil
 import signal
 import socket
@@ -332,3 +333,41 @@ def running(workdir, cfg, **kwargs):
         yield daemon
     finally:
         daemon.cleanup()
+
+
+class Piped:
+    """A helper process in a namespace driven by lines on stdin, answering one line each; its
+    stderr goes to `err_path`, quoted when it does not answer."""
+
+    def __init__(self, ns, script, args, err_path, name="helper"):
+        self.err_path = err_path
+        self.name = name
+        self.proc = subprocess.Popen(["ip", "netns", "exec", ns.name, "python3", "-u", "-c", script,
+                                      *map(str, args)],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=open(err_path, "w"))
+        self.buf = b""
+
+    def read_line(self, timeout):
+        deadline = time.monotonic() + timeout
+        while b"\n" not in self.buf:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([self.proc.stdout], [], [], left)[0]:
+                raise TestFailure(f"{self.name}: no answer within {timeout}s (exit {self.proc.poll()}): "
+                                  f"{open(self.err_path).read()}")
+            data = os.read(self.proc.stdout.fileno(), 65536)
+            if not data:
+                raise TestFailure(f"{self.name} exited {self.proc.wait()}: {open(self.err_path).read()}")
+            self.buf += data
+        line, self.buf = self.buf.split(b"\n", 1)
+        return line.decode()
+
+    def cmd(self, line, timeout=30):
+        self.proc.stdin.write(line.encode() + b"\n")
+        self.proc.stdin.flush()
+        return self.read_line(timeout)
+
+    def close(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()

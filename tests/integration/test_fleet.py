@@ -17,13 +17,12 @@ so are those whose hash moves to a host that joins): counted, and new connection
 remaining host. The figures are printed (FIGURE lines) and written to the work dir
 (fleet-figures.json).
 
-Known failing check (a product issue, not the lab's): with `"affinity": "flow"` (the default),
-the gateway whose health view failed keeps the flow-table entries it rewrote while its backends
-went down one by one (and it still announced); once it has withdrawn, the other gateway carries
-those flows on their baseline backends, but when it announces again within xdp.flows
-idle_timeout_ms the router brings them back to it and its stale entries send them to other
-backends than its peer would (16 to 23 of its 30 flows in the runs so far). With "affinity":
-"none" every check passes. A withdrawn VIP's flow entries would have to be forgotten (on withdraw or re-announce)."""
+The health case is also the check of announce.settle_ms and of the flow reset on re-announce:
+the gateway whose view failed moved some flows while its backends went down one by one (and it
+still announced); after it has withdrawn, the other gateway carries them on their baseline
+backends, and when it announces again its flow-table entries from before are forgotten, so the
+flows the router brings back keep their baseline backends (without the reset 16 to 23 of its 30
+flows changed backend)."""
 import json
 import signal
 import subprocess
@@ -153,6 +152,16 @@ class Gateway:
         if errors:
             raise errors[0]
 
+
+
+def open_tcp(lab, tcp, base):
+    """Opens TCP_CONNS long-lived connections from client port `base` on; returns them and the
+    gateway each one's proxy holds (read with ss on both)."""
+    opened = tcp.open(TCP_CONNS, base)
+    check_eq(set(opened.values()), {"ok"}, f"TCP connections open through both gateways: {opened}")
+    tcp_path = {p: g for p, g in lab.tcp_gateways().items() if p in opened}
+    check_eq(sorted(tcp_path), sorted(opened), "every TCP connection established on one gateway's proxy")
+    return opened, tcp_path
 
 def flows_by_backend(dump):
     """{flow port: set of backends that answered it} over the whole run so far (replies from
@@ -296,10 +305,7 @@ def fleet_ecmp_failover_health_and_restart(w):
             check_eq(figures["join_gateway_2"]["datagrams_lost"], 0, "datagrams lost after gateway 2 joined")
 
         # --- SIGTERM of gateway 1: withdrawn first, served through the grace, then stopped.
-        opened = tcp.open(TCP_CONNS, 35000)
-        check_eq(set(opened.values()), {"ok"}, f"TCP connections open through both gateways: {opened}")
-        tcp_path = {p: g for p, g in lab.tcp_gateways().items() if p in opened}
-        check_eq(sorted(tcp_path), sorted(opened), "every TCP connection established on one gateway's proxy")
+        opened, tcp_path = open_tcp(lab, tcp, 35000)
         mark = flows.dump()
         t0 = time.monotonic()
         g1.sigterm()
@@ -357,10 +363,7 @@ def fleet_ecmp_failover_health_and_restart(w):
             check_eq(set(fresh.values()), {"ok"}, f"new TCP connections through both gateways: {fresh}")
 
         # --- SIGKILL of gateway 1, then the unit's ExecStopPost `ferryd --withdraw`.
-        opened = tcp.open(TCP_CONNS, 37000)
-        check_eq(set(opened.values()), {"ok"}, f"TCP connections open through both gateways: {opened}")
-        tcp_path = {p: g for p, g in lab.tcp_gateways().items() if p in opened}
-        check_eq(sorted(tcp_path), sorted(opened), "every TCP connection established on one gateway's proxy")
+        opened, tcp_path = open_tcp(lab, tcp, 37000)
         mark = flows.dump()
         t0 = time.monotonic()
         g1.kill()

@@ -17,7 +17,6 @@ import json
 import os
 import pwd
 import random
-import select
 import socket
 import subprocess
 import threading
@@ -26,7 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from fastpath_lab import (BACKENDS, CLIENT, PORT, VIP, Lab, by_label, fastpath_config, samples,
                           total)
-from harness import (FERRYCTL, ControlClient, TestFailure, base_config, check, check_eq, ok, run_tests,
+from harness import (FERRYCTL, ControlClient, Piped, TestFailure, base_config, check, check_eq, ok, run_tests,
                      running, wait_until)
 from proxy_peers import (BlockingClient, Metrics, backends, free_port, hello, new_id, op,
                          proxy_service, refused_end, wait_idle)
@@ -203,40 +202,16 @@ answer("stopped")
 """
 
 
-class FlowClient:
+class FlowClient(Piped):
     """The flow client process in the client namespace, driven over its stdin/stdout."""
 
     def __init__(self, lab, w, name="flows"):
         self.w = w
-        self.name = name
         self.final_path = w.file(f"{name}-final.json")
-        self.proc = subprocess.Popen(
-            ["ip", "netns", "exec", lab.client.name, "python3", "-u", "-c", FLOW_CLIENT, VIP,
-             str(PORT), CLIENT, str(PERIOD_S), self.final_path],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=open(w.file(f"{name}.err"), "w"))
+        super().__init__(lab.client, FLOW_CLIENT, [VIP, PORT, CLIENT, PERIOD_S, self.final_path],
+                         w.file(f"{name}.err"), name)
         lab.procs.append(self.proc)
-        self.buf = b""
         self.dumps = 0
-
-    def read_line(self, timeout):
-        deadline = time.monotonic() + timeout
-        while b"\n" not in self.buf:
-            left = deadline - time.monotonic()
-            if left <= 0 or not select.select([self.proc.stdout], [], [], left)[0]:
-                raise AssertionError(f"{self.name}: no answer within {timeout}s "
-                                     f"(exit {self.proc.poll()}): {open(self.w.file(self.name + '.err')).read()}")
-            data = os.read(self.proc.stdout.fileno(), 65536)
-            if not data:
-                raise AssertionError(f"{self.name} exited {self.proc.wait()}: "
-                                     f"{open(self.w.file(self.name + '.err')).read()}")
-            self.buf += data
-        line, self.buf = self.buf.split(b"\n", 1)
-        return line.decode()
-
-    def cmd(self, line, timeout=30):
-        self.proc.stdin.write(line.encode() + b"\n")
-        self.proc.stdin.flush()
-        return self.read_line(timeout)
 
     def add(self, n, base):
         check_eq(self.cmd(f"add {n} {base}"), f"added {n}", "flow client add")

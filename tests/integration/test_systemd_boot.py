@@ -57,10 +57,11 @@ class Lab:
         self.container.run("ip", "link", "set", "host0", "up")
         print(f"  veth {self.container.host_if} {self.host_addr} -- host0 {self.vip}", flush=True)
         # The root this boots is this machine's, whose packages include servers the other tests
-        # run as private instances (nginx, haproxy): Debian enables their system services, which
-        # the container's systemd starts, and nginx's default site holds port 80, the privileged
-        # port the echo service proves CAP_NET_BIND_SERVICE with. They have no part here.
-        for service in ("nginx.service", "haproxy.service"):
+        # run as private instances (nginx, haproxy, bird, and frr where installed): Debian enables
+        # their system services, which the container's systemd starts; nginx's default site holds
+        # port 80, the privileged port the echo service proves CAP_NET_BIND_SERVICE with, and a
+        # routing daemon would learn the announce table. They have no part here.
+        for service in ("nginx.service", "haproxy.service", "bird.service", "frr.service"):
             self.container.run("systemctl", "disable", "--now", service, check=False)
 
 
