@@ -25,9 +25,8 @@ void usage(std::FILE* out) {
                "  --config FILE      configuration file (default %s)\n"
                "  --check-config     validate the configuration and exit: 0 if valid, 78 with\n"
                "                     FILE:LINE:COL: message on stderr if not\n"
-               "  --withdraw         remove the VIP routes ferryd announces (protocol ferry in\n"
-               "                     announce.table; every table if the file has none or cannot\n"
-               "                     be read) and exit; the unit runs it as ExecStopPost=\n"
+               "  --withdraw         remove the VIP routes ferryd announces (protocol ferry, in\n"
+               "                     every table) and exit; the unit runs it as ExecStopPost=\n"
                "  --log-level LEVEL  debug|info|notice|warning|error; overrides log.level\n"
                "\n"
                "Runs in the foreground (systemd Type=notify). SIGHUP reloads the configuration,\n"
@@ -36,21 +35,20 @@ void usage(std::FILE* out) {
 }
 
 // What ExecStopPost= runs after every end of the service, a SIGKILL included: a dead ferryd's
-// routes would keep attracting traffic to this host. It must work with a broken file too.
+// routes would keep attracting traffic to this host. ferry's route protocol is its own (one
+// announcing ferryd per network namespace), so every table is cleared: the file may name another
+// table than the one the dead ferryd used, or be unreadable. The file is only checked, so that a
+// broken one is reported.
 int withdraw(const std::string& config_path) {
-  std::optional<std::uint32_t> table;
   try {
-    auto config = ferry::config::load_config(config_path);
-    if (config.announce) table = config.announce->table;
+    ferry::config::load_config(config_path);
   } catch (const ferry::config::ConfigError& e) {
-    std::fprintf(stderr, "ferryd: %s\nferryd: withdrawing from every table instead\n", e.what());
+    std::fprintf(stderr, "ferryd: %s (withdrawing anyway)\n", e.what());
   }
   try {
     ferry::announce::HostRoutes routes;
-    std::size_t removed = routes.clear(table);
-    std::string where = table ? "table " + std::to_string(*table) : "every table";
-    std::printf("ferryd: withdrew %zu route(s) of protocol ferry from %s\n", removed,
-                where.c_str());
+    std::size_t removed = routes.clear(std::nullopt);
+    std::printf("ferryd: withdrew %zu route(s) of protocol ferry\n", removed);
     return 0;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "ferryd: withdrawing the announced routes failed: %s\n", e.what());

@@ -11,7 +11,8 @@ namespace {
 
 // What one service lacks, or nothing when it can serve; its usable backends go to `usable`.
 std::string shortfall(const config::ServiceConfig& s, std::uint32_t min_backends,
-                      const HealthLookup& health, std::vector<std::string>& usable_list) {
+                      const HealthLookup& health, bool announced,
+                      std::vector<std::string>& usable_list) {
   if (s.mode != config::ServiceMode::proxy) return {};  // echo, reflect: served by ferry itself
   std::size_t usable = 0, down = 0, weightless = 0, unproven = 0;
   for (std::size_t i = 0; i < s.backends.size(); ++i) {
@@ -20,7 +21,7 @@ std::string shortfall(const config::ServiceConfig& s, std::uint32_t min_backends
       ++weightless;
     } else if (!h.up) {
       ++down;
-    } else if (s.health && !h.passed) {
+    } else if (s.health && !h.passed && !announced) {
       ++unproven;
     } else {
       ++usable;
@@ -58,7 +59,8 @@ bool routable(const net::IpAddress& vip) {
 }
 
 std::vector<VipPlan> plan_announcements(const config::Config& effective, std::uint32_t min_backends,
-                                        const HealthLookup& health) {
+                                        const HealthLookup& health, const ServedLookup& not_served,
+                                        const AnnouncedLookup& announced) {
   std::vector<VipPlan> plans;
   for (const auto& s : effective.services) {
     auto it =
@@ -75,7 +77,13 @@ std::vector<VipPlan> plan_announcements(const config::Config& effective, std::ui
       it->longest_check_interval_ms =
           std::max(it->longest_check_interval_ms, s.health->interval_ms);
     }
-    if (std::string lack = shortfall(s, min_backends, health, it->usable); !lack.empty()) {
+    std::string lack = not_served ? not_served(s) : std::string();
+    if (!lack.empty()) {
+      lack = s.name + ": " + lack;
+    } else {
+      lack = shortfall(s, min_backends, health, announced && announced(s.vip), it->usable);
+    }
+    if (!lack.empty()) {
       it->announce = false;
       it->reason += (it->reason.empty() ? "" : "; ") + lack;
     }

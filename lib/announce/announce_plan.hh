@@ -22,6 +22,12 @@ struct BackendHealth {
 };
 using HealthLookup =
     std::function<BackendHealth(const std::string& service, const net::Endpoint& backend)>;
+// Why this host cannot serve `service` itself whatever its backends (its TCP listener is not
+// bound, the fast path is not running), or empty when it can.
+using ServedLookup = std::function<std::string(const config::ServiceConfig& service)>;
+// Whether the VIP is announced now: a backend without a passing check yet (health checks just
+// added by a reload) does not withdraw a VIP that is announced.
+using AnnouncedLookup = std::function<bool(const net::IpAddress& vip)>;
 
 struct VipPlan {
   net::IpAddress vip;
@@ -40,7 +46,9 @@ struct VipPlan {
 // distinct VIP, in config order; loopback, unspecified, link-local, multicast and IPv4-mapped VIPs
 // are listed, never announced (they mean nothing to a router).
 std::vector<VipPlan> plan_announcements(const config::Config& effective, std::uint32_t min_backends,
-                                        const HealthLookup& health);
+                                        const HealthLookup& health,
+                                        const ServedLookup& not_served = {},
+                                        const AnnouncedLookup& announced = {});
 
 // Whether a VIP may be announced at all (not loopback, unspecified, link-local, multicast,
 // reserved or IPv4-mapped).

@@ -16,11 +16,9 @@ using nlohmann::json;
 
 Announcer::Announcer(const config::AnnounceConfig& config, metrics::Registry& registry)
     : config_(config) {
-  if (std::size_t stale = routes_.clear(config_.table); stale > 0) {
-    log::notice(
-        "announce: removed {} route(s) of protocol ferry that an earlier ferryd left in "
-        "table {}",
-        stale, config_.table);
+  if (std::size_t stale = routes_.clear(std::nullopt); stale > 0) {
+    log::notice("announce: removed {} route(s) of protocol ferry that an earlier ferryd left",
+                stale);
   }
   metrics_ = registry.add([this](metrics::SnapshotBuilder& out) { collect(out); });
 }
@@ -36,6 +34,23 @@ Announcer::~Announcer() {
                  v.installed_table, std::strerror(err));
     }
   }
+}
+
+void Announcer::set_before_announcing(BeforeAnnouncing hook) {
+  std::lock_guard lock(mutex_);
+  before_announcing_ = std::move(hook);
+}
+
+// Tells before_announcing_ of the VIPs apply() is about to add, once each.
+void Announcer::before_adding(std::chrono::steady_clock::time_point now) {
+  std::vector<net::IpAddress> announcing;
+  for (auto& [key, v] : vips_) {
+    if (!wanted(v, now) && !v.installed) v.reset_issued = false;  // the next time counts again
+    if (!wanted(v, now) || v.installed || v.reset_issued) continue;
+    v.reset_issued = true;
+    announcing.push_back(v.plan.vip);
+  }
+  if (before_announcing_ && !announcing.empty()) before_announcing_(announcing);
 }
 
 void Announcer::configure(const config::AnnounceConfig& config) {
@@ -77,6 +92,7 @@ void Announcer::apply(const std::string& key, Vip& v, std::chrono::steady_clock:
     }
     v.installed = true;
     v.installed_table = config_.table;
+    v.reset_issued = false;
     ++added_;
     v.error.clear();
     v.since = std::chrono::system_clock::now();
@@ -84,7 +100,7 @@ void Announcer::apply(const std::string& key, Vip& v, std::chrono::steady_clock:
   }
 }
 
-void Announcer::update(std::vector<VipPlan> plan, const BeforeAnnouncing& before_announcing) {
+void Announcer::update(std::vector<VipPlan> plan) {
   std::lock_guard lock(mutex_);
   const auto now = std::chrono::steady_clock::now();
   std::map<std::string, VipPlan> next;
@@ -110,17 +126,15 @@ void Announcer::update(std::vector<VipPlan> plan, const BeforeAnnouncing& before
     // The view it would be announced with: settling starts over whenever it changes.
     if (!p.announce || v.installed) {
       v.settling = false;
-    } else if (!v.settling || p.usable != v.plan.usable) {
+    } else if (!v.settling) {
       v.settling = true;
+      v.settling_started = v.settling_since = now;
+    } else if (p.usable != v.plan.usable) {
       v.settling_since = now;
     }
     v.plan = std::move(p);
   }
-  std::vector<net::IpAddress> announcing;
-  for (auto& [key, v] : vips_) {
-    if (wanted(v, now) && !v.installed) announcing.push_back(v.plan.vip);
-  }
-  if (before_announcing && !announcing.empty()) before_announcing(announcing);
+  before_adding(now);
   for (auto it = vips_.begin(); it != vips_.end();) {
     apply(it->first, it->second, now);
     bool gone =
@@ -134,7 +148,8 @@ std::optional<std::chrono::steady_clock::time_point> Announcer::next_settled() c
   std::optional<std::chrono::steady_clock::time_point> due;
   for (const auto& [key, v] : vips_) {
     if (!v.settling || v.installed || withdrawn_) continue;
-    auto at = v.settling_since + settle_of(v);
+    auto at =
+        std::min(v.settling_since + settle_of(v), v.settling_started + kSettleCap * settle_of(v));
     if (!due || at < *due) due = at;
   }
   return due;
@@ -147,17 +162,21 @@ std::chrono::milliseconds Announcer::settle_of(const Vip& v) const {
 
 bool Announcer::wanted(const Vip& v, std::chrono::steady_clock::time_point now) const {
   if (!v.plan.announce || withdrawn_) return false;
-  return v.installed || (v.settling && now - v.settling_since >= settle_of(v));
+  return v.installed || (v.settling && (now - v.settling_since >= settle_of(v) ||
+                                        now - v.settling_started >= kSettleCap * settle_of(v)));
 }
 
 void Announcer::reconcile() {
   std::lock_guard lock(mutex_);
   const auto now = std::chrono::steady_clock::now();
+  before_adding(now);
+  std::vector<net::IpAddress> restored;
   for (auto& [key, v] : vips_) {
     if (v.installed && wanted(v, now) && v.installed_table == config_.table) {
       int err = routes_.change(RouteChange::ensure, v.plan.vip, config_.table);
       if (err == 0) {
         ++restored_;
+        restored.push_back(v.plan.vip);
         log::warning(
             "announce: the route to {} had been removed from table {} by someone "
             "else; added again",
@@ -179,6 +198,8 @@ void Announcer::reconcile() {
     }
     apply(key, v, now);
   }
+  // Withdrawn while it was gone: the flows the router sent elsewhere meanwhile start over too.
+  if (before_announcing_ && !restored.empty()) before_announcing_(restored);
 }
 
 std::size_t Announcer::withdraw_all(const std::string& reason) {
@@ -191,6 +212,12 @@ std::size_t Announcer::withdraw_all(const std::string& reason) {
     apply(key, v, std::chrono::steady_clock::now());
   }
   return announced;
+}
+
+bool Announcer::announced(const net::IpAddress& vip) const {
+  std::lock_guard lock(mutex_);
+  auto it = vips_.find(vip.to_string());
+  return it != vips_.end() && it->second.installed && !it->second.missing;
 }
 
 json Announcer::report() const {

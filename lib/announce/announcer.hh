@@ -22,8 +22,9 @@ namespace ferry::announce {
 
 class Announcer {
  public:
-  // Clears routes of protocol ferry that an earlier ferryd left in the table (logged). Throws
-  // std::system_error when the table cannot be read or cleared.
+  // Clears the routes of protocol ferry an earlier ferryd left in any table (logged): ferry's
+  // protocol is its own, one announcing ferryd per network namespace. Throws std::system_error
+  // when the tables cannot be read or cleared.
   Announcer(const config::AnnounceConfig& config, metrics::Registry& registry);
   ~Announcer();  // withdraws what it announced
   Announcer(const Announcer&) = delete;
@@ -32,11 +33,17 @@ class Announcer {
   // A reload: a new table gets the routes (the old one loses them on the next update).
   void configure(const config::AnnounceConfig& config);
   const config::AnnounceConfig& config() const { return config_; }
-  // Adds and removes routes to match `plan`; what fails stays pending for the next update.
-  // After withdraw_all() every VIP stays withdrawn whatever the plan says. `before_announcing`,
-  // when set, is called with the VIPs about to be announced (again), before their routes go in.
+  // Called (with the mutex held: it must not call back) with the VIPs about to be announced,
+  // before their routes go in, once per announcement however often the add is retried; and
+  // with routes found gone and put back by reconcile(), after. Must not throw.
   using BeforeAnnouncing = std::function<void(const std::vector<net::IpAddress>& vips)>;
-  void update(std::vector<VipPlan> plan, const BeforeAnnouncing& before_announcing = {});
+  void set_before_announcing(BeforeAnnouncing hook);
+  // Adds and removes routes to match `plan`; what fails stays pending for the next update.
+  // After withdraw_all() every VIP stays withdrawn whatever the plan says. A VIP that becomes
+  // announceable waits for its usable backends to hold still for settle_ms (at most
+  // kSettleCap times that since it first could, so a flapping backend cannot keep it out).
+  void update(std::vector<VipPlan> plan);
+  static constexpr int kSettleCap = 4;
   // When the next VIP waiting for its backends' health to settle may be announced (the caller
   // calls update() again then), if any waits.
   std::optional<std::chrono::steady_clock::time_point> next_settled() const;
@@ -45,6 +52,9 @@ class Announcer {
   void reconcile();
   // Stop: withdraws every VIP for `reason`; returns how many were announced.
   std::size_t withdraw_all(const std::string& reason);
+
+  // Whether `vip`'s route is in (announced now).
+  bool announced(const net::IpAddress& vip) const;
 
   // {"table", "protocol", "min_backends", "withdrawn", "vips": [{vip, announced, services,
   // reason, since, error}]}
@@ -58,10 +68,14 @@ class Announcer {
     std::uint32_t installed_table = 0;
     std::chrono::system_clock::time_point since = std::chrono::system_clock::now();
     std::string error;  // the last failed change, empty when in line
-    // Announceable but not announced yet: since when with the same usable backends.
+    // Announceable but not announced yet: since when, and since when with the same usable
+    // backends.
     bool settling = false;
+    std::chrono::steady_clock::time_point settling_started;
     std::chrono::steady_clock::time_point settling_since;
+    bool reset_issued = false;  // before_announcing told of it; its route not in yet
   };
+  void before_adding(std::chrono::steady_clock::time_point now);
   std::chrono::milliseconds settle_of(const Vip& v) const;
   bool wanted(const Vip& v, std::chrono::steady_clock::time_point now) const;
   void apply(const std::string& key, Vip& v, std::chrono::steady_clock::time_point now);
@@ -72,6 +86,7 @@ class Announcer {
   HostRoutes routes_;
   std::map<std::string, Vip> vips_;  // by VIP text; VIPs no longer planned stay until removed
   bool withdrawn_ = false;
+  BeforeAnnouncing before_announcing_;
   std::uint64_t added_ = 0, removed_ = 0, restored_ = 0, errors_ = 0;
   metrics::Registry::Handle metrics_;
 };

@@ -79,20 +79,30 @@ std::vector<net::IpAddress> HostRoutes::list(std::optional<std::uint32_t> table)
 
 int HostRoutes::change(RouteChange change, const net::IpAddress& vip, std::uint32_t table) {
   auto request = host_route_request(change, vip, table, loopback_);
-  int err = socket_.transact(request);
+  int err = 0;
+  try {
+    err = socket_.transact(request);
+  } catch (const std::system_error& e) {
+    err = e.code().value();  // no answer within 5 s (rtnl held), or the socket failed
+  }
   return change == RouteChange::remove && err == ESRCH ? 0 : err;
 }
 
 std::size_t HostRoutes::clear(std::optional<std::uint32_t> table) {
   std::size_t removed = 0;
+  std::optional<std::system_error> failed;
   for (const auto& r : list_with_tables(table)) {
     if (int err = change(RouteChange::remove, r.vip, r.table); err != 0) {
-      throw std::system_error(
-          err, std::generic_category(),
-          fmt::format("removing the route to {} from table {}", r.vip.to_string(), r.table));
+      if (!failed) {
+        failed.emplace(
+            err, std::generic_category(),
+            fmt::format("removing the route to {} from table {}", r.vip.to_string(), r.table));
+      }
+      continue;  // the others still go
     }
     ++removed;
   }
+  if (failed) throw *failed;
   return removed;
 }
 

@@ -38,10 +38,12 @@ class HostRoutes {
   };
   std::vector<Listed> list_with_tables(std::optional<std::uint32_t> table);
   // 0, or the errno the kernel refused the change with (EPERM without CAP_NET_ADMIN; EEXIST
-  // for ensure when the route is there). Removing a route already gone is not an error.
+  // for ensure when the route is there; ETIMEDOUT when it did not answer). Never throws.
+  // Removing a route already gone is not an error.
   int change(RouteChange change, const net::IpAddress& vip, std::uint32_t table);
   // Removes ferry's routes from `table` (every table: nullopt); returns how many went. Throws
-  // std::system_error naming the first route that could not be removed.
+  // std::system_error naming the first route that could not be removed (after trying the rest),
+  // or when the tables cannot be read.
   std::size_t clear(std::optional<std::uint32_t> table);
 
  private:

@@ -370,13 +370,14 @@ class Validator : public SchemaReader {
   void check_min_backends(const JsonValue& v, const AnnounceConfig& announce,
                           const std::vector<ServiceConfig>& services) const {
     for (const auto& s : services) {
-      if (s.mode != ServiceMode::proxy || s.backends.size() >= announce.min_backends) continue;
+      std::size_t weighted = 0;  // a backend of weight 0 is never usable
+      for (std::size_t i = 0; i < s.backends.size(); ++i) weighted += s.weight(i) > 0;
+      if (s.mode != ServiceMode::proxy || weighted >= announce.min_backends) continue;
       const JsonValue* at = v.find("min_backends");
       fail(at ? at->position : v.position, "announce.min_backends",
-           fmt::format("{} is more than service {} has backends ({}): its VIP {} would never be "
-                       "announced",
-                       announce.min_backends, in_quotes(s.name), s.backends.size(),
-                       s.vip.to_string()));
+           fmt::format("{} is more than service {} has backends of weight above 0 ({}): its VIP "
+                       "{} would never be announced",
+                       announce.min_backends, in_quotes(s.name), weighted, s.vip.to_string()));
     }
   }
 

@@ -50,9 +50,13 @@ void raise_fd_limit() {
 // planes serve on for announce.withdraw_grace_ms while the routing daemons converge. A second
 // SIGTERM or SIGINT cuts the wait short.
 void withdraw_before_stopping(Daemon::State& s, const sigset_t& signals) {
-  std::size_t withdrawn = on_control_thread(s, [&s] { return s.withdraw_announcements(); });
-  if (withdrawn == 0 || !s.config->announce || s.config->announce->withdraw_grace_ms == 0) return;
-  const std::uint32_t grace_ms = s.config->announce->withdraw_grace_ms;
+  // The config is read on the control thread: a reload may be swapping it.
+  auto [withdrawn, grace_ms] = on_control_thread(s, [&s] {
+    std::size_t n = s.withdraw_announcements();
+    return std::pair<std::size_t, std::uint32_t>(
+        n, s.config->announce ? s.config->announce->withdraw_grace_ms : 0);
+  });
+  if (withdrawn == 0 || grace_ms == 0) return;
   log::notice("announce: {} VIP(s) withdrawn; serving on for {} ms while the routers converge",
               withdrawn, grace_ms);
   s.notifier.status(fmt::format("stopping: VIPs withdrawn, serving on for {} ms", grace_ms));

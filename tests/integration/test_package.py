@@ -18,6 +18,7 @@ EXPECTED_FILES = [
     "usr/sbin/ferryd",
     "usr/bin/ferryctl",
     "etc/ferry/ferryd.json",
+    "etc/iproute2/rt_protos.d/ferry.conf",
     "lib/systemd/system/ferryd.service",
     "usr/share/bash-completion/completions/ferryctl",
     "usr/share/man/man8/ferryd.8.gz",
@@ -27,6 +28,7 @@ EXPECTED_FILES = [
     "usr/share/doc/ferry/operations.md",
     "usr/share/doc/ferry/config.md",
     "usr/share/doc/ferry/metrics.md",
+    "usr/share/doc/ferry/fleet.md",
     "usr/share/doc/ferry/copyright",
     "usr/share/doc/ferry/changelog.gz",
 ]
@@ -59,9 +61,12 @@ def package_builds_installs_the_right_files_and_passes_lintian(w):
     for path in EXPECTED_FILES:
         check(os.path.isfile(os.path.join(root, path)), f"{path} is in the package")
     for path, mode in (("usr/sbin/ferryd", 0o755), ("usr/bin/ferryctl", 0o755),
-                       ("etc/ferry/ferryd.json", 0o644)):
+                       ("etc/ferry/ferryd.json", 0o644),
+                       ("etc/iproute2/rt_protos.d/ferry.conf", 0o644)):
         check_eq(oct(os.stat(os.path.join(root, path)).st_mode & 0o7777), oct(mode), f"mode of {path}")
     for shipped, source in (("etc/ferry/ferryd.json", "etc/ferry/ferryd.json"),
+                            ("etc/iproute2/rt_protos.d/ferry.conf",
+                             "etc/iproute2/rt_protos.d/ferry.conf"),
                             ("lib/systemd/system/ferryd.service", "systemd/ferryd.service")):
         with open(os.path.join(root, shipped)) as a, open(os.path.join(SOURCE_ROOT, source)) as b:
             check(a.read() == b.read(), f"{shipped} is {source}")
@@ -69,7 +74,8 @@ def package_builds_installs_the_right_files_and_passes_lintian(w):
     control = w.file("control")
     subprocess.run(["dpkg-deb", "-e", deb, control], check=True)
     with open(os.path.join(control, "conffiles")) as f:
-        check_eq(f.read().split(), ["/etc/ferry/ferryd.json"], "conffiles")
+        check_eq(f.read().split(), ["/etc/ferry/ferryd.json", "/etc/iproute2/rt_protos.d/ferry.conf"],
+                 "conffiles")
     with open(os.path.join(control, "postinst")) as f:
         postinst = f.read()
     check(re.search(r"addgroup .*--system ferry", postinst), "postinst creates the ferry group")

@@ -412,7 +412,7 @@ def sigkill_is_followed_by_the_units_withdraw_and_a_restart_announces_again(w):
                      and p["ActiveState"] == "active") else None
     wait_until(restarted, 30, "systemd to restart the killed ferryd", interval=0.3)
     journal = c.run("journalctl", "-u", "ferryd", "--no-pager", "-o", "cat", "-n", "60").stdout
-    withdrew = f"ferryd: withdrew 1 route(s) of protocol ferry from table {ANNOUNCE_TABLE}"
+    withdrew = "ferryd: withdrew 1 route(s) of protocol ferry"
     check(withdrew in journal, f"ExecStopPost= withdrew the killed ferryd's route:\n{journal}")
     check(journal.rfind(withdrew) < journal.rfind("ferryd 0.1.0 ready"),
           f"withdrawn before the new ferryd started:\n{journal}")
@@ -424,7 +424,7 @@ def sigkill_is_followed_by_the_units_withdraw_and_a_restart_announces_again(w):
     journal = c.run("journalctl", "-u", "ferryd", "--no-pager", "-o", "cat", "-n", "20").stdout
     check(f"announce: {l.vip} withdrawn from table {ANNOUNCE_TABLE}: ferryd is stopping" in journal,
           f"the stop withdrew first:\n{journal}")
-    check(f"ferryd: withdrew 0 route(s) of protocol ferry from table {ANNOUNCE_TABLE}" in journal,
+    check("ferryd: withdrew 0 route(s) of protocol ferry" in journal,
           f"ExecStopPost= found nothing left:\n{journal}")
 
 

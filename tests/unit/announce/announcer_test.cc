@@ -14,10 +14,12 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <optional>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "tests/unit/announce/addresses.hh"
@@ -116,14 +118,15 @@ class AnnouncerTest : public ::testing::Test {
 };
 std::string* AnnouncerTest::setup_error_ = nullptr;
 
-TEST_F(AnnouncerTest, ConstructionClearsStaleRoutesOfItsTableOnly) {
+// ferry's protocol is its own: an earlier ferryd's routes go from every table, also from one the
+// config no longer names.
+TEST_F(AnnouncerTest, ConstructionClearsStaleRoutesOfEveryTable) {
   ASSERT_EQ(kernel_->change(RouteChange::add, ip("10.9.9.9"), 100), 0);
   ASSERT_EQ(kernel_->change(RouteChange::add, ip("2001:db8::99"), 100), 0);
   ASSERT_EQ(kernel_->change(RouteChange::add, ip("10.9.9.8"), 200), 0);
   EXPECT_EQ(in(100), (std::set<std::string>{"10.9.9.9", "2001:db8::99"}));
   Announcer announcer(table(100), registry_);
-  EXPECT_TRUE(in(100).empty());
-  EXPECT_EQ(in(200), (std::set<std::string>{"10.9.9.8"}));
+  EXPECT_TRUE(in(std::nullopt).empty());
 }
 
 TEST_F(AnnouncerTest, UpdateAddsAnnouncedVipsAndRemovesWithdrawnOnes) {
@@ -277,9 +280,9 @@ TEST_F(AnnouncerTest, WithdrawAllRemovesEveryRouteAndStaysWithdrawn) {
 }
 
 TEST_F(AnnouncerTest, DestructionWithdrawsWhatItAnnounced) {
-  ASSERT_EQ(kernel_->change(RouteChange::add, ip("10.9.9.8"), 200), 0);  // not its table
   {
     Announcer announcer(table(100), registry_);
+    ASSERT_EQ(kernel_->change(RouteChange::add, ip("10.9.9.8"), 200), 0);  // not one of its own
     announcer.update({planned("10.0.0.10", true), planned("2001:db8::10", true)});
     EXPECT_EQ(in(100).size(), 2u);
   }
@@ -314,6 +317,91 @@ TEST_F(AnnouncerTest, HostRoutesEnsureIsExclusiveAndRemovingAnAbsentRouteIsNoErr
   ASSERT_EQ(listed.size(), 2u);
   EXPECT_EQ(kernel_->clear(std::nullopt), 2u);
   EXPECT_TRUE(in(std::nullopt).empty());
+}
+
+config::AnnounceConfig settling(std::uint32_t settle_ms) {
+  config::AnnounceConfig c = table(100);
+  c.settle_ms = settle_ms;
+  return c;
+}
+
+VipPlan with_usable(const char* vip, std::vector<std::string> usable) {
+  VipPlan p = planned(vip, true);
+  p.usable = std::move(usable);
+  return p;
+}
+
+// Awaits the announcer's own due time (what the daemon's settle timer does), then updates.
+void update_when_due(Announcer& announcer, const VipPlan& plan) {
+  auto due = announcer.next_settled();
+  ASSERT_TRUE(due);
+  std::this_thread::sleep_until(*due);
+  announcer.update({plan});
+}
+
+TEST_F(AnnouncerTest, AVipIsAnnouncedOnceItsUsableBackendsHaveHeldStill) {
+  Announcer announcer(settling(60), registry_);
+  announcer.update({with_usable("10.0.0.10", {"web 10.0.1.2:80"})});
+  EXPECT_TRUE(in(100).empty());
+  EXPECT_EQ(announcer.report()["vips"][0]["reason"],
+            "can serve; announced once its backends' health has held still for 60 ms");
+  // A second backend comes up: the wait starts over from here.
+  auto changed = std::chrono::steady_clock::now();
+  announcer.update({with_usable("10.0.0.10", {"web 10.0.1.2:80", "web 10.0.1.3:80"})});
+  ASSERT_TRUE(announcer.next_settled());
+  EXPECT_GE(*announcer.next_settled(), changed + std::chrono::milliseconds(60));
+  update_when_due(announcer, with_usable("10.0.0.10", {"web 10.0.1.2:80", "web 10.0.1.3:80"}));
+  EXPECT_EQ(in(100), (std::set<std::string>{"10.0.0.10"}));
+  EXPECT_FALSE(announcer.next_settled());
+  // Once in, changes of the view do not take it out (the plan does, when it falls short).
+  announcer.update({with_usable("10.0.0.10", {"web 10.0.1.2:80"})});
+  EXPECT_EQ(in(100), (std::set<std::string>{"10.0.0.10"}));
+}
+
+TEST_F(AnnouncerTest, AFlappingBackendDelaysTheAnnouncementAtMostFourSettles) {
+  Announcer announcer(settling(30), registry_);
+  auto start = std::chrono::steady_clock::now();
+  announcer.update({with_usable("10.0.0.10", {"web a"})});
+  // The view changes before every settle could end, until the cap is reached.
+  std::this_thread::sleep_until(start + Announcer::kSettleCap * std::chrono::milliseconds(30));
+  announcer.update({with_usable("10.0.0.10", {"web a", "web b"})});
+  EXPECT_EQ(in(100), (std::set<std::string>{"10.0.0.10"}));
+}
+
+TEST_F(AnnouncerTest, BeforeAnnouncingIsToldOncePerAnnouncementEvenWhileTheAddIsRefused) {
+  Announcer announcer(table(100), registry_);
+  std::vector<std::string> told;
+  announcer.set_before_announcing([&](const std::vector<net::IpAddress>& vips) {
+    for (const auto& v : vips) told.push_back(v.to_string() + (in(100).empty() ? " before" : ""));
+  });
+  ASSERT_EQ(set_loopback_up(false), "");  // IPv6 routes through lo are refused
+  announcer.update({planned("2001:db8::10", true)});
+  announcer.update({planned("2001:db8::10", true)});
+  announcer.reconcile();
+  EXPECT_EQ(told, (std::vector<std::string>{"2001:db8::10 before"}));
+  ASSERT_EQ(set_loopback_up(true), "");
+  announcer.reconcile();
+  EXPECT_EQ(in(100), (std::set<std::string>{"2001:db8::10"}));
+  EXPECT_EQ(told.size(), 1u);
+  announcer.update({planned("2001:db8::10", false)});
+  announcer.update({planned("2001:db8::10", true)});  // announced again: told again
+  EXPECT_EQ(told, (std::vector<std::string>{"2001:db8::10 before", "2001:db8::10 before"}));
+}
+
+TEST_F(AnnouncerTest, ARouteRestoredByReconcileIsToldAfterwards) {
+  Announcer announcer(table(100), registry_);
+  std::vector<std::string> told;
+  announcer.set_before_announcing([&](const std::vector<net::IpAddress>& vips) {
+    for (const auto& v : vips) told.push_back(v.to_string());
+  });
+  announcer.update({planned("10.0.0.10", true)});
+  ASSERT_EQ(told.size(), 1u);
+  ASSERT_EQ(kernel_->change(RouteChange::remove, ip("10.0.0.10"), 100), 0);
+  announcer.reconcile();
+  EXPECT_EQ(in(100), (std::set<std::string>{"10.0.0.10"}));
+  EXPECT_EQ(told, (std::vector<std::string>{"10.0.0.10", "10.0.0.10"}));
+  announcer.reconcile();  // there: nothing to tell
+  EXPECT_EQ(told.size(), 2u);
 }
 
 }  // namespace

@@ -105,7 +105,8 @@ TEST(ConfigAnnounce, MinBackendsAndGraceBounds) {
 TEST(ConfigAnnounce, MinBackendsAboveAProxyServicesBackendCountPointsAtMinBackends) {
   std::string text = with_announce(R"({"table": 100, "min_backends": 3})");
   EXPECT_ERROR_AT(text, 1, column_of(text, "3}"),
-                  "announce.min_backends: 3 is more than service 'web' has backends (2): its VIP "
+                  "announce.min_backends: 3 is more than service 'web' has backends of weight "
+                  "above 0 (2): its VIP "
                   "10.0.0.10 would never be announced");
   EXPECT_NO_THROW(parse_config(with_announce(R"({"min_backends": 2})"), "f.json"));
 }
@@ -125,7 +126,8 @@ TEST(ConfigAnnounce, TheFirstServiceShortOfBackendsIsNamedOnItsLine) {
       "  }\n"
       "}\n";
   EXPECT_ERROR_AT(text, 10, 23,
-                  "announce.min_backends: 2 is more than service 'b' has backends (1): its VIP "
+                  "announce.min_backends: 2 is more than service 'b' has backends of weight above "
+                  "0 (1): its VIP "
                   "10.0.0.20 would never be announced");
 }
 
