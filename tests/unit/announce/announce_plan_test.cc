@@ -307,5 +307,52 @@ TEST(AnnounceRoutable, OnlyAddressesARouterCanUse) {
   }
 }
 
+TEST(AnnouncePlan, AServiceThisHostCannotServeKeepsItsVipOutWhateverItsBackends) {
+  FakeHealth h;
+  auto c = config_of({service("web", "10.0.0.10", 80, {"10.0.1.2:80"}),
+                      service("echo", "10.0.0.20", 7, {}, false, config::ServiceMode::echo)});
+  auto p = plan_announcements(c, 1, h.lookup(), [](const config::ServiceConfig& s) {
+    return s.name == "echo" ? std::string("not listening on 10.0.0.20:7 (see the log)")
+                            : std::string();
+  });
+  ASSERT_EQ(p.size(), 2u);
+  EXPECT_TRUE(p[0].announce);
+  EXPECT_FALSE(p[1].announce);
+  EXPECT_EQ(p[1].reason, "echo: not listening on 10.0.0.20:7 (see the log)");
+}
+
+// Health checks added by a reload to the services of an announced VIP: their backends have not
+// passed yet, which holds back a VIP not announced but does not withdraw one that is.
+TEST(AnnouncePlan, BackendsWithoutAPassingCheckYetKeepAnAnnouncedVip) {
+  FakeHealth h;
+  h.set("web", "10.0.1.2:80", true, false);
+  auto c = config_of({service("web", "10.0.0.10", 80, {"10.0.1.2:80"}, true),
+                      service("api", "10.0.0.20", 80, {"10.0.1.2:80"}, true)});
+  h.set("api", "10.0.1.2:80", true, false);
+  auto announced = [](const net::IpAddress& vip) { return vip == ip("10.0.0.10"); };
+  auto p = plan_announcements(c, 1, h.lookup(), {}, announced);
+  ASSERT_EQ(p.size(), 2u);
+  EXPECT_TRUE(p[0].announce) << p[0].reason;
+  EXPECT_EQ(p[0].usable, (std::vector<std::string>{"web 10.0.1.2:80"}));
+  EXPECT_FALSE(p[1].announce);
+  EXPECT_EQ(p[1].reason, "api: 0 of 1 backends usable, 1 needed (1 without a passing check yet)");
+  // Down is down, announced or not.
+  h.set("web", "10.0.1.2:80", false, false);
+  EXPECT_FALSE(plan_announcements(c, 1, h.lookup(), {}, announced)[0].announce);
+}
+
+TEST(AnnouncePlan, TheLongestCheckIntervalOfAVipsServicesIsItsSettleBase) {
+  FakeHealth h;
+  auto a = service("a", "10.0.0.10", 80, {"10.0.1.2:80"}, true);
+  auto b = service("b", "10.0.0.10", 81, {"10.0.1.3:81"}, true);
+  a.health->interval_ms = 300;
+  b.health->interval_ms = 700;
+  auto plain = service("c", "10.0.0.20", 80, {"10.0.1.4:80"});
+  auto p = plan(config_of({a, b, plain}), 1, h);
+  ASSERT_EQ(p.size(), 2u);
+  EXPECT_EQ(p[0].longest_check_interval_ms, 700u);
+  EXPECT_EQ(p[1].longest_check_interval_ms, 0u);
+}
+
 }  // namespace
 }  // namespace ferry::announce
