@@ -116,7 +116,8 @@ void Announcer::update(std::vector<VipPlan> plan) {
     }
   }
   for (auto& [key, v] : vips_) {
-    if (!next.contains(key)) {
+    v.unplanned = !next.contains(key);
+    if (v.unplanned) {
       v.plan.announce = false;
       v.plan.reason = "no service has this VIP any more";
     }
@@ -137,8 +138,7 @@ void Announcer::update(std::vector<VipPlan> plan) {
   before_adding(now);
   for (auto it = vips_.begin(); it != vips_.end();) {
     apply(it->first, it->second, now);
-    bool gone =
-        !it->second.installed && it->second.plan.reason == "no service has this VIP any more";
+    bool gone = it->second.unplanned && !it->second.installed;
     it = gone ? vips_.erase(it) : std::next(it);
   }
 }

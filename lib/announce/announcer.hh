@@ -74,6 +74,7 @@ class Announcer {
     std::chrono::steady_clock::time_point settling_started;
     std::chrono::steady_clock::time_point settling_since;
     bool reset_issued = false;  // before_announcing told of it; its route not in yet
+    bool unplanned = false;     // no service has it any more: forgotten once its route is gone
   };
   void before_adding(std::chrono::steady_clock::time_point now);
   std::chrono::milliseconds settle_of(const Vip& v) const;
