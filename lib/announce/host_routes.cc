@@ -7,23 +7,11 @@
 #include <net/if.h>
 
 #include <cerrno>
-#include <cstring>
 #include <system_error>
 
 namespace ferry::announce {
-namespace {
 
-void put_attribute(std::vector<std::uint8_t>& buf, std::uint16_t type, const void* data,
-                   std::size_t size) {
-  std::size_t at = buf.size();
-  buf.resize(at + RTA_SPACE(size), 0);
-  auto* attr = reinterpret_cast<rtattr*>(buf.data() + at);
-  attr->rta_type = type;
-  attr->rta_len = static_cast<unsigned short>(RTA_LENGTH(size));
-  std::memcpy(RTA_DATA(attr), data, size);
-}
-
-}  // namespace
+using fastpath::append_attribute;
 
 std::vector<std::uint8_t> host_route_request(RouteChange change, const net::IpAddress& vip,
                                              std::uint32_t table, int oif) {
@@ -38,9 +26,9 @@ std::vector<std::uint8_t> host_route_request(RouteChange change, const net::IpAd
   // ferry to the VIP in this table is ours whatever shape an older ferry gave it.
   rt->rtm_scope = !add ? RT_SCOPE_NOWHERE : vip.is_v4() ? RT_SCOPE_HOST : RT_SCOPE_UNIVERSE;
   rt->rtm_type = RTN_UNICAST;
-  put_attribute(buf, RTA_DST, vip.bytes.data(), vip.is_v4() ? 4 : 16);
-  put_attribute(buf, RTA_TABLE, &table, sizeof(table));
-  put_attribute(buf, RTA_OIF, &oif, sizeof(oif));
+  append_attribute(buf, RTA_DST, vip.bytes.data(), vip.is_v4() ? 4 : 16);
+  append_attribute(buf, RTA_TABLE, &table, sizeof(table));
+  append_attribute(buf, RTA_OIF, &oif, sizeof(oif));
   auto* h = reinterpret_cast<nlmsghdr*>(buf.data());
   h->nlmsg_len = static_cast<std::uint32_t>(buf.size());
   h->nlmsg_type = add ? RTM_NEWROUTE : RTM_DELROUTE;

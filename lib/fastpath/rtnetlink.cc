@@ -162,13 +162,22 @@ bool has_usable_mac(std::uint16_t nud_state) {
           (NUD_REACHABLE | NUD_STALE | NUD_DELAY | NUD_PROBE | NUD_PERMANENT | NUD_NOARP)) != 0;
 }
 
+void append_attribute(std::vector<std::uint8_t>& buf, std::uint16_t type, const void* data,
+                      std::size_t size) {
+  std::size_t at = buf.size();
+  buf.resize(at + RTA_SPACE(size), 0);
+  auto* attr = reinterpret_cast<rtattr*>(buf.data() + at);
+  attr->rta_type = type;
+  attr->rta_len = static_cast<unsigned short>(RTA_LENGTH(size));
+  std::memcpy(RTA_DATA(attr), data, size);
+}
+
 std::vector<std::uint8_t> resolve_request(int ifindex, const net::IpAddress& address,
                                           std::uint32_t sequence) {
-  std::size_t address_bytes = address.is_v4() ? 4 : 16;
-  std::size_t length = NLMSG_ALIGN(NLMSG_LENGTH(sizeof(ndmsg))) + RTA_SPACE(address_bytes);
-  std::vector<std::uint8_t> buf(length, 0);
+  std::vector<std::uint8_t> buf(NLMSG_ALIGN(NLMSG_LENGTH(sizeof(ndmsg))), 0);
+  append_attribute(buf, NDA_DST, address.bytes.data(), address.is_v4() ? 4 : 16);
   auto* h = reinterpret_cast<nlmsghdr*>(buf.data());
-  h->nlmsg_len = static_cast<std::uint32_t>(length);
+  h->nlmsg_len = static_cast<std::uint32_t>(buf.size());
   h->nlmsg_type = RTM_NEWNEIGH;
   // No NLM_F_ACK: errors still come back and are drained and counted; successes stay silent.
   h->nlmsg_flags = NLM_F_REQUEST | NLM_F_CREATE | NLM_F_REPLACE;
@@ -178,10 +187,6 @@ std::vector<std::uint8_t> resolve_request(int ifindex, const net::IpAddress& add
   nd->ndm_ifindex = ifindex;
   nd->ndm_state = NUD_NONE;
   nd->ndm_flags = NTF_USE;
-  auto* attr = reinterpret_cast<rtattr*>(buf.data() + NLMSG_ALIGN(NLMSG_LENGTH(sizeof(ndmsg))));
-  attr->rta_type = NDA_DST;
-  attr->rta_len = static_cast<unsigned short>(RTA_LENGTH(address_bytes));
-  std::memcpy(RTA_DATA(attr), address.bytes.data(), address_bytes);
   return buf;
 }
 

@@ -55,6 +55,10 @@ bool is_forwarding_route(const RouteMessage& route);
 // NUD states whose link-layer address may be used to send (the kernel would send to it too).
 bool has_usable_mac(std::uint16_t nud_state);
 
+// Appends one rtattr (header, `size` bytes of `data`, padding) to a request being built in `buf`.
+void append_attribute(std::vector<std::uint8_t>& buf, std::uint16_t type, const void* data,
+                      std::size_t size);
+
 // RTM_NEWNEIGH with NTF_USE (NLM_F_CREATE | NLM_F_REPLACE, state NUD_NONE): creates the entry if
 // needed and runs the kernel's neighbour state machine as if a packet had been sent to it, so an
 // unknown next hop gets an ARP request / neighbour solicitation and a stale one is re-probed.

@@ -23,12 +23,7 @@ class MessageBuilder {
     align();
   }
   MessageBuilder& attr(std::uint16_t type, const void* data, std::size_t len) {
-    std::size_t at = buf_.size();
-    buf_.resize(at + RTA_SPACE(len), 0);
-    auto* a = reinterpret_cast<rtattr*>(buf_.data() + at);
-    a->rta_type = type;
-    a->rta_len = static_cast<unsigned short>(RTA_LENGTH(len));
-    std::memcpy(RTA_DATA(a), data, len);
+    append_attribute(buf_, type, data, len);
     return *this;
   }
   MessageBuilder& u32(std::uint16_t type, std::uint32_t v) { return attr(type, &v, sizeof v); }
