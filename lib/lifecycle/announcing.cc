@@ -21,14 +21,7 @@ void reset_flows(Daemon::State& s, const std::vector<net::IpAddress>& vips) {
   if (!s.fastpath) return;
   std::uint32_t now = fastpath::FlowTable::clock_ms();
   for (const auto& vip : vips) s.flows_reset_ms[vip.to_string()] = now;
-  try {
-    s.fastpath->refresh_backends();
-  } catch (const std::exception& e) {
-    log::error(
-        "fast path: forgetting the flows of a VIP announced again failed, the previous "
-        "tables stay: {}",
-        e.what());
-  }
+  s.rebuild_fastpath_tables("flows of a VIP announced again forgotten");
 }
 
 // A reset older than the flow idle timeout has no entry left to apply to: dropped, so that the
@@ -39,12 +32,7 @@ void forget_old_resets(Daemon::State& s) {
   const std::uint32_t timeout = s.config->xdp.flows.idle_timeout_ms;
   bool dropped =
       std::erase_if(s.flows_reset_ms, [&](const auto& r) { return now - r.second > timeout; }) > 0;
-  if (!dropped) return;
-  try {
-    s.fastpath->refresh_backends();
-  } catch (const std::exception& e) {
-    log::error("fast path: rebuilding the tables failed, the previous ones stay: {}", e.what());
-  }
+  if (dropped) s.rebuild_fastpath_tables("flow resets past the idle timeout dropped");
 }
 
 void arm_reconcile(Daemon::State& s) {

@@ -11,6 +11,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <thread>
 
 #include "lib/admin/admin_board.hh"
@@ -52,6 +53,9 @@ struct Daemon::State {
   void apply_health(const config::Config& next);
   // Rebuilds the fast path's tables after health transitions; posted to the control thread.
   void refresh_backends();
+  // Rebuilds and publishes the fast path's tables from the running config (no-op without a fast
+  // path), logging `why` and the time it took; a failure is logged and the previous tables stay.
+  void rebuild_fastpath_tables(std::string_view why);
   // A fast-path interface came back (link_watch): apply_data_plane() with the running config,
   // as a reload would; posted to the control thread.
   void rebind_data_plane();

@@ -128,17 +128,21 @@ void Daemon::State::apply_health(const config::Config& next) {
 void Daemon::State::refresh_backends() {
   backends_refresh_posted.store(false);
   refresh_announcements();  // a VIP that cannot be served stops attracting traffic first
+  rebuild_fastpath_tables("backend health changed");
+}
+
+void Daemon::State::rebuild_fastpath_tables(std::string_view why) {
   if (!fastpath) return;
   try {
     auto started = std::chrono::steady_clock::now();
     fastpath->refresh_backends();
-    log::info("fast path: backend health changed; tables rebuilt in {:.1f} ms (generation {})",
+    log::info("fast path: {}; tables rebuilt in {:.1f} ms (generation {})", why,
               std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started)
                   .count(),
               fastpath->table_generation());
   } catch (const std::exception& e) {
-    log::error("fast path: rebuilding the tables after a health change failed, the previous "
-               "ones stay: {}", e.what());
+    log::error("fast path: rebuilding the tables ({}) failed, the previous ones stay: {}", why,
+               e.what());
   }
 }
 
