@@ -2,13 +2,13 @@
 // the kernel disagree, and the disagreement (an errno) kept for status until it is resolved.
 #include "lib/announce/announcer.hh"
 
-#include <fmt/chrono.h>
 #include <fmt/format.h>
 
 #include <cerrno>
 #include <cstring>
 
 #include "lib/common/log.hh"
+#include "lib/common/time_text.hh"
 
 namespace ferry::announce {
 
@@ -67,10 +67,9 @@ void Announcer::apply(const std::string& key, Vip& v, std::chrono::steady_clock:
   const bool want = wanted(v, now);
   if (v.installed && (!want || v.installed_table != config_.table)) {
     if (int err = routes_.change(RouteChange::remove, v.plan.vip, v.installed_table); err != 0) {
-      ++errors_;
-      v.error = fmt::format("removing the route from table {}: {}", v.installed_table,
-                            std::strerror(err));
-      log::error("announce: {}: {}; retried in a few seconds", key, v.error);
+      refused(key, v,
+              fmt::format("removing the route from table {}: {}", v.installed_table,
+                          std::strerror(err)));
       return;
     }
     v.installed = false;
@@ -85,9 +84,8 @@ void Announcer::apply(const std::string& key, Vip& v, std::chrono::steady_clock:
   }
   if (want && !v.installed) {
     if (int err = routes_.change(RouteChange::add, v.plan.vip, config_.table); err != 0) {
-      ++errors_;
-      v.error = fmt::format("adding the route to table {}: {}", config_.table, std::strerror(err));
-      log::error("announce: {}: {}; retried in a few seconds", key, v.error);
+      refused(key, v,
+              fmt::format("adding the route to table {}: {}", config_.table, std::strerror(err)));
       return;
     }
     v.installed = true;
@@ -98,6 +96,12 @@ void Announcer::apply(const std::string& key, Vip& v, std::chrono::steady_clock:
     v.since = std::chrono::system_clock::now();
     log::notice("announce: {} announced in table {}: {}", key, config_.table, v.plan.reason);
   }
+}
+
+void Announcer::refused(const std::string& key, Vip& v, std::string error, bool log_repeats) {
+  ++errors_;
+  if (log_repeats || error != v.error) log::error("announce: {}: {}; retried in a few seconds", key, error);
+  v.error = std::move(error);
 }
 
 void Announcer::update(std::vector<VipPlan> plan) {
@@ -188,12 +192,11 @@ void Announcer::reconcile() {
         continue;
       }
       // Gone, and the kernel refuses it back (e.g. the loopback is down): not announced now.
-      ++errors_;
-      std::string error =
-          fmt::format("adding back the route to table {}: {}", config_.table, std::strerror(err));
-      if (error != v.error) log::error("announce: {}: {}; retried in a few seconds", key, error);
       v.missing = true;
-      v.error = std::move(error);
+      refused(key, v,
+              fmt::format("adding back the route to table {}: {}", config_.table,
+                          std::strerror(err)),
+              false);
       continue;
     }
     apply(key, v, now);
@@ -217,7 +220,7 @@ std::size_t Announcer::withdraw_all(const std::string& reason) {
 bool Announcer::announced(const net::IpAddress& vip) const {
   std::lock_guard lock(mutex_);
   auto it = vips_.find(vip.to_string());
-  return it != vips_.end() && it->second.installed && !it->second.missing;
+  return it != vips_.end() && it->second.in_kernel();
 }
 
 json Announcer::report() const {
@@ -232,11 +235,10 @@ json Announcer::report() const {
     }
     vips.push_back(
         {{"vip", key},
-         {"announced", v.installed && !v.missing},
+         {"announced", v.in_kernel()},
          {"services", v.plan.services},
          {"reason", std::move(reason)},
-         {"since", fmt::format("{:%Y-%m-%dT%H:%M:%SZ}",
-                               fmt::gmtime(std::chrono::system_clock::to_time_t(v.since)))},
+         {"since", iso8601_utc(v.since)},
          {"error", v.error.empty() ? json() : json(v.error)}});
   }
   return {{"table", config_.table},
@@ -254,8 +256,7 @@ void Announcer::collect(metrics::SnapshotBuilder& out) const {
   out.declare("ferry_announce_vip_announced", announced, metrics::Type::gauge);
   for (const auto& [key, v] : vips_) {
     if (!routable(v.plan.vip)) continue;
-    out.gauge("ferry_announce_vip_announced", announced, {{"vip", key}},
-              v.installed && !v.missing ? 1 : 0);
+    out.gauge("ferry_announce_vip_announced", announced, {{"vip", key}}, v.in_kernel() ? 1 : 0);
   }
   const char* help = "Changes made to the announce table's routes, by kind.";
   out.counter("ferry_announce_route_changes_total", help, {{"change", "add"}},

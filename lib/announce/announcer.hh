@@ -65,6 +65,7 @@ class Announcer {
     VipPlan plan;
     bool installed = false;  // our route is in config_.table (as far as we know)
     bool missing = false;    // installed, but found gone and refused back by the kernel
+    bool in_kernel() const { return installed && !missing; }  // announced, as status says
     std::uint32_t installed_table = 0;
     std::chrono::system_clock::time_point since = std::chrono::system_clock::now();
     std::string error;  // the last failed change, empty when in line
@@ -80,6 +81,9 @@ class Announcer {
   std::chrono::milliseconds settle_of(const Vip& v) const;
   bool wanted(const Vip& v, std::chrono::steady_clock::time_point now) const;
   void apply(const std::string& key, Vip& v, std::chrono::steady_clock::time_point now);
+  // A change the kernel refused: counted, kept for status, and logged (a check reconcile() repeats
+  // every few seconds only when it is news).
+  void refused(const std::string& key, Vip& v, std::string error, bool log_repeats = true);
   void collect(metrics::SnapshotBuilder& out) const;
 
   mutable std::mutex mutex_;

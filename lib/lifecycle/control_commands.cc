@@ -2,10 +2,10 @@
 // reload itself: all run on the control thread.
 #include <unistd.h>
 
-#include <fmt/chrono.h>
 
 #include "lib/admin/effective_config.hh"
 #include "lib/common/log.hh"
+#include "lib/common/time_text.hh"
 #include "lib/control/protocol.hh"
 #include "lib/health/health_report.hh"
 #include "lib/lifecycle/daemon_state.hh"
@@ -15,10 +15,6 @@ namespace ferry::lifecycle {
 namespace {
 
 using nlohmann::json;
-
-std::string iso8601(std::chrono::system_clock::time_point t) {
-  return fmt::format("{:%Y-%m-%dT%H:%M:%SZ}", fmt::gmtime(std::chrono::system_clock::to_time_t(t)));
-}
 
 json protocols_json(const config::Protocols& p) {
   json out = json::array();
@@ -138,7 +134,7 @@ void Daemon::State::register_commands() {
                      {"state", "running"},
                      {"uptime_seconds", uptime.count()},
                      {"config_path", config_path},
-                     {"config_loaded_at", iso8601(config_loaded_at)},
+                     {"config_loaded_at", iso8601_utc(config_loaded_at)},
                      {"reloads", reloads},
                      {"reload_failures", reload_failures},
                      {"last_reload_error", last_reload_error ? json(*last_reload_error) : json()},
