@@ -46,6 +46,11 @@ void raise_fd_limit() {
   }
 }
 
+// A sigtimedwait() timeout.
+timespec timespec_of(std::chrono::nanoseconds d) {
+  return {static_cast<time_t>(d.count() / 1000000000), static_cast<long>(d.count() % 1000000000)};
+}
+
 // The routers stop sending here before this host stops serving: every VIP is withdrawn, and the
 // planes serve on for announce.withdraw_grace_ms while the routing daemons converge. A second
 // SIGTERM or SIGINT cuts the wait short.
@@ -63,8 +68,7 @@ void withdraw_before_stopping(Daemon::State& s, const sigset_t& signals) {
   auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(grace_ms);
   for (auto now = std::chrono::steady_clock::now(); now < until;
        now = std::chrono::steady_clock::now()) {
-    auto left = std::chrono::duration_cast<std::chrono::nanoseconds>(until - now).count();
-    timespec timeout{static_cast<time_t>(left / 1000000000), static_cast<long>(left % 1000000000)};
+    timespec timeout = timespec_of(until - now);
     int sig = sigtimedwait(&signals, nullptr, &timeout);
     if (sig == SIGTERM || sig == SIGINT) {
       log::notice("received a second stop signal; stopping without waiting out the grace");
@@ -157,8 +161,7 @@ int Daemon::run() {
   auto next_ping = std::chrono::steady_clock::now();
   bool stall_reported = false;
   for (;;) {
-    timespec timeout{static_cast<time_t>(tick.count() / 1000),
-                     static_cast<long>((tick.count() % 1000) * 1000000)};
+    timespec timeout = timespec_of(tick);
     int sig = sigtimedwait(&signals, nullptr, &timeout);
     if (sig == SIGTERM || sig == SIGINT) {
       log::notice("received {}, stopping", sig == SIGTERM ? "SIGTERM" : "SIGINT");
