@@ -112,13 +112,6 @@ void Announcer::update(std::vector<VipPlan> plan) {
     std::string key = p.vip.to_string();
     next.emplace(std::move(key), std::move(p));
   }
-  for (auto it = vips_.begin(); it != vips_.end();) {
-    if (next.contains(it->first) || it->second.installed) {
-      ++it;
-    } else {
-      it = vips_.erase(it);  // gone from the config, and its route with it
-    }
-  }
   for (auto& [key, v] : vips_) {
     v.unplanned = !next.contains(key);
     if (v.unplanned) {
