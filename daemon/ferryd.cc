@@ -1,7 +1,10 @@
 // ferryd: parses the command line, loads the config and hands over to lifecycle::Daemon.
 #include <sysexits.h>
 
+#include <unistd.h>
+
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <optional>
 #include <string>
@@ -20,6 +23,7 @@ void usage(std::FILE* out) {
   std::fprintf(out,
                "usage: ferryd [--config FILE] [--check-config] [--log-level LEVEL]\n"
                "       ferryd --withdraw [--config FILE]\n"
+               "       ferryd --takeover SOCKET [--config FILE] [--log-level LEVEL]\n"
                "       ferryd --version | --help\n"
                "\n"
                "  --config FILE      configuration file (default %s)\n"
@@ -28,9 +32,12 @@ void usage(std::FILE* out) {
                "  --withdraw         remove the VIP routes ferryd announces (protocol ferry, in\n"
                "                     every table) and exit; the unit runs it as ExecStopPost=\n"
                "  --log-level LEVEL  debug|info|notice|warning|error; overrides log.level\n"
+               "  --takeover SOCKET  take over from the ferryd whose control socket is SOCKET:\n"
+               "                     its listeners, XDP links and maps, AF_XDP sockets and UMEM\n"
+               "                     (what `ferryctl upgrade` and SIGUSR2 start)\n"
                "\n"
                "Runs in the foreground (systemd Type=notify). SIGHUP reloads the configuration,\n"
-               "SIGTERM/SIGINT stop gracefully.\n",
+               "SIGTERM/SIGINT stop gracefully, SIGUSR2 upgrades (as ferryctl upgrade).\n",
                kDefaultConfig);
 }
 
@@ -63,6 +70,7 @@ int main(int argc, char** argv) {
   std::string level_override;
   bool check_only = false;
   bool withdraw_only = false;
+  std::string takeover_socket;
   for (int i = 1; i < argc; ++i) {
     std::string_view arg = argv[i];
     auto value = [&](std::string_view name) -> std::string {
@@ -78,6 +86,8 @@ int main(int argc, char** argv) {
       config_path = std::string(arg.substr(9));
     } else if (arg == "--check-config") {
       check_only = true;
+    } else if (arg == "--takeover") {
+      takeover_socket = value(arg);
     } else if (arg == "--withdraw") {
       withdraw_only = true;
     } else if (arg == "--log-level") {
@@ -102,6 +112,7 @@ int main(int argc, char** argv) {
     config = ferry::config::load_config(config_path);
   } catch (const ferry::config::ConfigError& e) {
     std::fprintf(stderr, "%s\n", e.what());
+    if (!takeover_socket.empty()) ferry::lifecycle::report_takeover_failure(takeover_socket, e.what());
     return EX_CONFIG;
   }
   if (check_only) {
@@ -116,7 +127,15 @@ int main(int argc, char** argv) {
     return EX_USAGE;
   }
   ferry::log::init(level);
+  if (!takeover_socket.empty()) {
+    // systemd names the main process it watches; the predecessor passes its WATCHDOG_PID on,
+    // and after the handover this process is the main one (it said MAINPID=).
+    if (const char* pid = std::getenv("WATCHDOG_PID"); pid && std::atoi(pid) == getppid()) {
+      setenv("WATCHDOG_PID", std::to_string(getpid()).c_str(), 1);
+    }
+  }
   ferry::log::info("ferryd {} starting with {}", FERRY_VERSION, config_path);
   ferry::lifecycle::Daemon daemon(config_path, std::move(config));
+  daemon.set_start_options(level_override, takeover_socket);
   return daemon.run();
 }

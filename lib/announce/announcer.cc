@@ -14,9 +14,18 @@ namespace ferry::announce {
 
 using nlohmann::json;
 
-Announcer::Announcer(const config::AnnounceConfig& config, metrics::Registry& registry)
+Announcer::Announcer(const config::AnnounceConfig& config, metrics::Registry& registry,
+                     const std::vector<net::IpAddress>* carried)
     : config_(config) {
-  if (std::size_t stale = routes_.clear(std::nullopt); stale > 0) {
+  if (carried) {
+    for (const net::IpAddress& vip : *carried) {
+      Vip& v = vips_[vip.to_string()];
+      v.plan.vip = vip;
+      v.installed = true;
+      v.installed_table = config_.table;
+    }
+    log::info("announce: {} announced VIP(s) taken over with their routes", carried->size());
+  } else if (std::size_t stale = routes_.clear(std::nullopt); stale > 0) {
     log::notice("announce: removed {} route(s) of protocol ferry that an earlier ferryd left",
                 stale);
   }
@@ -34,6 +43,21 @@ Announcer::~Announcer() {
                  v.installed_table, std::strerror(err));
     }
   }
+}
+
+std::vector<net::IpAddress> Announcer::announced_vips() const {
+  std::lock_guard lock(mutex_);
+  std::vector<net::IpAddress> out;
+  for (const auto& [key, v] : vips_) {
+    if (v.in_kernel() && v.installed_table == config_.table) out.push_back(v.plan.vip);
+  }
+  return out;
+}
+
+void Announcer::release() {
+  std::lock_guard lock(mutex_);
+  withdrawn_ = true;
+  vips_.clear();
 }
 
 void Announcer::set_before_announcing(BeforeAnnouncing hook) {

@@ -25,7 +25,10 @@ class Announcer {
   // Clears the routes of protocol ferry an earlier ferryd left in any table (logged): ferry's
   // protocol is its own, one announcing ferryd per network namespace. Throws std::system_error
   // when the tables cannot be read or cleared.
-  Announcer(const config::AnnounceConfig& config, metrics::Registry& registry);
+  // A handover passes `carried`: the VIPs the previous ferryd announced in config.table, whose
+  // routes stay and are this announcer's from now on; nothing is cleared then.
+  Announcer(const config::AnnounceConfig& config, metrics::Registry& registry,
+            const std::vector<net::IpAddress>* carried = nullptr);
   ~Announcer();  // withdraws what it announced
   Announcer(const Announcer&) = delete;
   Announcer& operator=(const Announcer&) = delete;
@@ -52,6 +55,11 @@ class Announcer {
   void reconcile();
   // Stop: withdraws every VIP for `reason`; returns how many were announced.
   std::size_t withdraw_all(const std::string& reason);
+
+  // A handover, old side: the VIPs announced now, and then forgetting them without withdrawing
+  // (the successor owns the routes; this announcer changes nothing any more).
+  std::vector<net::IpAddress> announced_vips() const;
+  void release();
 
   // Whether `vip`'s route is in (announced now).
   bool announced(const net::IpAddress& vip) const;

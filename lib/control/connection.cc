@@ -134,6 +134,10 @@ void Connection::handle_line(std::string_view line) {
     }
     return;
   }
+  if (host->take_socket(line, peer_, socket_.native_handle())) {
+    close();
+    return;
+  }
   queue_response(host->handle_request(line, peer_));
 }
 

@@ -40,6 +40,9 @@ class ConnectionHost {
   virtual void slow_reader(const Connection& connection) = 0;
   // Called once, before the socket closes, whatever the reason.
   virtual void connection_closed(Connection& connection) = 0;
+  // True when `line` asks for the connection's socket itself (a handover): the host has taken
+  // its own copy of `fd` and the connection closes without answering.
+  virtual bool take_socket(std::string_view line, const Peer& peer, int fd) = 0;
 
  protected:
   ~ConnectionHost() = default;

@@ -3,7 +3,9 @@
 #include "lib/control/server.hh"
 
 #include <fmt/format.h>
+#include <fcntl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 
 #include <atomic>
 #include <boost/asio/basic_socket_acceptor.hpp>
@@ -73,6 +75,15 @@ class ServerCore final : public ConnectionHost, public std::enable_shared_from_t
   void request_too_large(const Connection& connection) override;
   void slow_reader(const Connection& connection) override;
   void connection_closed(Connection& connection) override;
+  bool take_socket(std::string_view line, const Peer& peer, int fd) override;
+
+  void stop_accepting();
+  UniqueFd inherited_unix;
+  UniqueFd inherited_tcp;
+  std::string taker_command;
+  std::function<void(UniqueFd, const Peer&)> taker;
+  int unix_fd() { return unix_acceptor_.is_open() ? unix_acceptor_.native_handle() : -1; }
+  int tcp_fd() { return tcp_acceptor_.is_open() ? tcp_acceptor_.native_handle() : -1; }
 
  private:
   void listen_tcp(const net::Endpoint& listen);
@@ -109,6 +120,7 @@ class ServerCore final : public ConnectionHost, public std::enable_shared_from_t
   LogLimiter denied_log_;
   bool started_ = false;
   bool stopped_ = false;
+  bool accepting_ = true;
 };
 
 void ServerCore::start() {
@@ -127,7 +139,16 @@ void ServerCore::start() {
     }
     counters_ = std::make_unique<ControlCounters>(commands_);
 
-    BoundSocketFile bound = bind_socket_file(config_.socket, config_.mode, config_.group);
+    BoundSocketFile bound;
+    struct stat st{};
+    if (inherited_unix && ::stat(config_.socket.c_str(), &st) == 0 && S_ISSOCK(st.st_mode)) {
+      // The predecessor's socket and file: clients never see the path missing.
+      bound.fd = std::move(inherited_unix);
+      bound.identity = SocketFileIdentity{st.st_dev, st.st_ino};
+    } else {
+      inherited_unix.reset();
+      bound = bind_socket_file(config_.socket, config_.mode, config_.group);
+    }
     socket_identity_ = bound.identity;
     boost::system::error_code error;
     unix_acceptor_.assign(asio::generic::stream_protocol(AF_UNIX, 0), bound.fd.get(), error);
@@ -161,16 +182,19 @@ void ServerCore::listen_tcp(const net::Endpoint& listen) {
   };
   sockaddr_storage address{};
   socklen_t length = listen.to_sockaddr(address);
-  UniqueFd fd(::socket(address.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, IPPROTO_TCP));
-  if (!fd) throw fail("socket", errno);
-  int one = 1;
-  if (::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0) {
-    throw fail("SO_REUSEADDR", errno);
+  UniqueFd fd = std::move(inherited_tcp);
+  if (!fd) {
+    fd.reset(::socket(address.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, IPPROTO_TCP));
+    if (!fd) throw fail("socket", errno);
+    int one = 1;
+    if (::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0) {
+      throw fail("SO_REUSEADDR", errno);
+    }
+    if (::bind(fd.get(), reinterpret_cast<const sockaddr*>(&address), length) != 0) {
+      throw fail("bind", errno);
+    }
+    if (::listen(fd.get(), SOMAXCONN) != 0) throw fail("listen", errno);
   }
-  if (::bind(fd.get(), reinterpret_cast<const sockaddr*>(&address), length) != 0) {
-    throw fail("bind", errno);
-  }
-  if (::listen(fd.get(), SOMAXCONN) != 0) throw fail("listen", errno);
   sockaddr_storage bound{};
   socklen_t bound_length = sizeof bound;
   if (::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&bound), &bound_length) != 0) {
@@ -226,7 +250,7 @@ void ServerCore::accept_next(Transport transport) {
   acceptor.async_accept([weak = weak_from_this(), transport](const boost::system::error_code& error,
                                                              Connection::Socket socket) {
     auto self = weak.lock();
-    if (!self || self->stopped_) return;
+    if (!self || self->stopped_ || !self->accepting_) return;
     self->on_accept(transport, error, std::move(socket));
   });
 }
@@ -346,6 +370,29 @@ bool ServerCore::authenticate(std::string_view line, const std::string& source) 
   return false;
 }
 
+void ServerCore::stop_accepting() {
+  accepting_ = false;
+  boost::system::error_code ignored;
+  unix_acceptor_.close(ignored);
+  tcp_acceptor_.close(ignored);
+  unix_retry_timer_.cancel();
+  tcp_retry_timer_.cancel();
+  socket_identity_.reset();  // the file is the successor's now
+}
+
+bool ServerCore::take_socket(std::string_view line, const Peer& peer, int fd) {
+  if (!taker || peer.tcp || !policy_.allows(peer, Access::admin)) return false;
+  nlohmann::json request = nlohmann::json::parse(line, nullptr, false);
+  if (!request.is_object() || request.value("cmd", "") != taker_command) return false;
+  int copy = ::fcntl(fd, F_DUPFD_CLOEXEC, 0);
+  if (copy < 0) return false;
+  // The copy shares the file with the asio socket, which made it non-blocking.
+  ::fcntl(copy, F_SETFL, ::fcntl(copy, F_GETFL) & ~O_NONBLOCK);
+  log::info("control: uid {} pid {} asked for the handover", peer.uid, peer.pid);
+  taker(UniqueFd(copy), peer);
+  return true;
+}
+
 void ServerCore::request_too_large(const Connection&) {
   counters_->too_large.add();
 }
@@ -386,6 +433,29 @@ void ControlServer::start() {
 
 void ControlServer::stop() {
   impl_->core->stop();
+}
+
+void ControlServer::inherit(UniqueFd unix_socket, UniqueFd tcp_socket) {
+  impl_->core->inherited_unix = std::move(unix_socket);
+  impl_->core->inherited_tcp = std::move(tcp_socket);
+}
+
+int ControlServer::unix_fd() const {
+  return impl_->core->unix_fd();
+}
+
+int ControlServer::tcp_fd() const {
+  return impl_->core->tcp_fd();
+}
+
+void ControlServer::stop_accepting() {
+  impl_->core->stop_accepting();
+}
+
+void ControlServer::set_socket_taker(std::string command,
+                                     std::function<void(UniqueFd, const Peer&)> taker) {
+  impl_->core->taker_command = std::move(command);
+  impl_->core->taker = std::move(taker);
 }
 
 std::size_t ControlServer::open_connections() const {

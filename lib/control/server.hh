@@ -7,11 +7,13 @@
 #include <boost/asio/io_context.hpp>
 #include <chrono>
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
 
 #include "lib/common/net.hh"
+#include "lib/common/unique_fd.hh"
 #include "lib/config/config.hh"
 #include "lib/control/commands.hh"
 #include "lib/metrics/registry.hh"
@@ -37,6 +39,21 @@ class ControlServer {
   // has been replaced since). Idempotent. Call start() and stop() on the control thread, or while
   // the io_context is not running.
   void stop();
+
+  // A handover, new side, before start(): listen on the sockets the previous ferryd listened on
+  // (its Unix socket, if control.socket names the same file, and its TCP control listener, if
+  // control.tcp.listen is set) instead of binding new ones.
+  void inherit(UniqueFd unix_socket, UniqueFd tcp_socket);
+  // A handover, old side: the listening sockets (-1 when none), to pass on.
+  int unix_fd() const;
+  int tcp_fd() const;
+  // A handover, old side, once the successor accepts: no more accepts here, and stop() leaves
+  // the socket file to the successor. Open connections stay.
+  void stop_accepting();
+  // A request {"cmd": `command`} from an admin peer on the Unix socket hands the connection's
+  // socket to `taker` (a copy of the fd; the connection then closes unanswered): how a new
+  // ferryd asks for the handover.
+  void set_socket_taker(std::string command, std::function<void(UniqueFd, const Peer&)> taker);
 
   // Open client connections; safe to read from any thread.
   std::size_t open_connections() const;

@@ -22,6 +22,7 @@ struct CommandName {
 constexpr CommandName kCommands[] = {
     {"status", Command::status},     {"stats", Command::stats},   {"services", Command::services},
     {"workers", Command::workers},   {"config", Command::config}, {"reload", Command::reload},
+    {"upgrade", Command::upgrade},
     {"backend", Command::backend},   {"watch", Command::watch},   {"top", Command::top},
     {"announce", Command::announce}, {"help", Command::help},
 };
@@ -196,6 +197,8 @@ Commands:
   workers              worker threads, liveness and heartbeat age
   config               the running configuration
   reload               re-read the config file (ferryd keeps the old one if it is invalid)
+  upgrade              hand over to the ferryd binary on disk without dropping traffic, and
+                       wait until it serves (or the running one reports why it could not)
   backend SERVICE BACKEND drain|disable|enable
   backend SERVICE BACKEND weight W
                        steer a backend until ferryd restarts: drain (no new flows or

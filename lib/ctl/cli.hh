@@ -16,6 +16,7 @@ enum class Command {
   workers,
   config,
   reload,
+  upgrade,
   backend,
   announce,
   watch,

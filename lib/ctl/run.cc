@@ -9,6 +9,7 @@
 #include "lib/ctl/prefixes.hh"
 #include "lib/ctl/render.hh"
 #include "lib/ctl/top.hh"
+#include "lib/ctl/upgrade.hh"
 #include "lib/ctl/watch.hh"
 
 namespace ferry::ctl {
@@ -74,6 +75,8 @@ int run_or_throw(const Invocation& inv, Terminal& term) {
     run_watch(client, options, term.out);
     return 0;
   }
+
+  if (inv.command == Command::upgrade) return run_upgrade(client, inv, term);
 
   if (inv.command == Command::top) {
     TopOptions options;

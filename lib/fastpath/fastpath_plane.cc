@@ -113,7 +113,24 @@ void FastpathPlane::check_tables(const config::Config& config) {
 
 FastpathPlane::FastpathPlane(boost::asio::io_context& io, metrics::Registry& registry,
                              XskMapFds maps, const config::Config& config, FastpathHooks hooks)
+    : FastpathPlane(Unbound{}, io, registry, maps, config, std::move(hooks)) {
+  try {
+    bind_sockets(config.xdp);
+    start_workers();
+    insert_into_xskmap();
+    resolve_backends(*watch_->tables());
+  } catch (...) {
+    stop_workers();
+    remove_from_xskmap();
+    throw;
+  }
+  serve();
+}
+
+FastpathPlane::FastpathPlane(Unbound, boost::asio::io_context& io, metrics::Registry& registry,
+                             XskMapFds maps, const config::Config& config, FastpathHooks hooks)
     : io_(io),
+      registry_(registry),
       xdp_config_(config.xdp),
       config_(config),
       layout_(resolve_layout(config.xdp, system_interface_facts())),
@@ -138,25 +155,18 @@ FastpathPlane::FastpathPlane(boost::asio::io_context& io, metrics::Registry& reg
   for (const PortSpec& p : layout_.ports) first->port_macs[p.slot] = p.mac;
   first->port_count = static_cast<std::uint32_t>(layout_.ports.size());
   board_ = std::make_unique<SnapshotBoard>(std::move(first), layout_.queues.size());
-  try {
-    bind_sockets(config.xdp);
-    start_workers();
-    insert_into_xskmap();
-    resolve_backends(*watch_->tables());
-  } catch (...) {
-    stop_workers();
-    remove_from_xskmap();
-    throw;
-  }
+}
+
+void FastpathPlane::serve() {
   watch_->start();
   arm_resolve_wait();
   next_stale_refresh_ = std::chrono::steady_clock::now() + kStaleRefreshPeriod;
   arm_housekeeping();
-  metrics_ = registry.add([this](metrics::SnapshotBuilder& out) { collect(out); });
+  metrics_ = registry_.add([this](metrics::SnapshotBuilder& out) { collect(out); });
   log::info(
       "fast path: {} workers over {} interfaces, UMEM {} x {} bytes ({}), {} kernel routes, "
       "{} neighbours",
-      workers_.size(), layout_.ports.size(), config.xdp.umem.frames, config.xdp.umem.frame_bytes,
+      workers_.size(), layout_.ports.size(), xdp_config_.umem.frames, xdp_config_.umem.frame_bytes,
       umem_->pool().on_hugepages() ? "hugepages" : "base pages",
       watch_->tables()->routes.routes().size(), watch_->tables()->neighbours.size());
 }
@@ -169,25 +179,24 @@ FastpathPlane::~FastpathPlane() {
   boost::system::error_code ignored;
   resolve_wait_.cancel(ignored);
   resolve_wait_.close(ignored);  // after the workers, which write it
-  remove_from_xskmap();
+  // Handed over: the successor's workers serve these very XSKMAP entries.
+  if (!handed_over_) remove_from_xskmap();
   workers_.clear();
   sockets_.clear();
   umem_.reset();  // sockets (newest first), then the UMEM registration, then the mapping
   watch_.reset();
   board_.reset();
-  log::info("fast path: workers stopped, sockets closed, UMEM released");
+  if (handed_over_) {
+    log::info("fast path: handed over; this process's copies of the sockets and UMEM closed");
+  } else {
+    log::info("fast path: workers stopped, sockets closed, UMEM released");
+  }
 }
 
-void FastpathPlane::bind_sockets(const config::XdpConfig& xdp) {
+std::vector<std::vector<const PortSpec*>> FastpathPlane::ports_by_worker(
+    const config::XdpConfig& xdp) const {
   const std::uint32_t workers = static_cast<std::uint32_t>(layout_.queues.size());
   const std::uint32_t slab_frames = xdp.umem.frames / workers;
-  xsk::UmemConfig umem_config;
-  umem_config.frame_count = xdp.umem.frames;
-  umem_config.frame_bytes = xdp.umem.frame_bytes;
-  umem_config.fill_entries = xdp.rings.fill;
-  umem_config.completion_entries = xdp.rings.completion;
-  xsk::ZeroCopy first_mode = umem_zerocopy(layout_);
-  // Check the sizes before mapping anything.
   std::vector<std::vector<const PortSpec*>> ports_of(workers);
   for (std::uint32_t w = 0; w < workers; ++w) {
     for (const PortSpec& p : layout_.ports) {
@@ -204,11 +213,48 @@ void FastpathPlane::bind_sockets(const config::XdpConfig& xdp) {
           std::to_string(workers * 2 * ports_of[w].size() * Worker::kMaxBurst));
     }
   }
-  umem_ = std::make_unique<xsk::SharedUmem>(umem_config);
+  return ports_of;
+}
+
+xsk::UmemConfig FastpathPlane::umem_config_of(const config::XdpConfig& xdp) {
+  xsk::UmemConfig umem_config;
+  umem_config.frame_count = xdp.umem.frames;
+  umem_config.frame_bytes = xdp.umem.frame_bytes;
+  umem_config.fill_entries = xdp.rings.fill;
+  umem_config.completion_entries = xdp.rings.completion;
+  return umem_config;
+}
+
+WorkerPort FastpathPlane::worker_port(const xsk::XskSocket& socket, const PortSpec& spec,
+                                      std::uint32_t sockets_of_worker) const {
+  const std::uint32_t slab_frames =
+      xdp_config_.umem.frames / static_cast<std::uint32_t>(layout_.queues.size());
+  WorkerPort port;
+  port.slot = spec.slot;
+  port.rings = socket.rings();
+  port.fd = socket.fd();
+  port.need_wakeup = socket.bind_info().need_wakeup;
+  port.fill_target = std::min(xdp_config_.rings.fill, slab_frames / (2 * sockets_of_worker));
+  return port;
+}
+
+WorkerOptions FastpathPlane::worker_options(std::uint32_t w) {
+  WorkerOptions options;
+  options.queue = layout_.queues[w];
+  options.resolve_wake_fd = resolve_wait_.native_handle();
+  options.flows = xdp_config_.flows;
+  return options;
+}
+
+void FastpathPlane::bind_sockets(const config::XdpConfig& xdp) {
+  const std::uint32_t workers = static_cast<std::uint32_t>(layout_.queues.size());
+  xsk::ZeroCopy first_mode = umem_zerocopy(layout_);
+  // Check the sizes before mapping anything.
+  std::vector<std::vector<const PortSpec*>> ports_of = ports_by_worker(xdp);
+  umem_ = std::make_unique<xsk::SharedUmem>(umem_config_of(xdp));
   sockets_.assign(workers, {});
   for (std::uint32_t w = 0; w < workers; ++w) {
     std::vector<WorkerPort> ports;
-    std::uint32_t per_socket = slab_frames / (2 * static_cast<std::uint32_t>(ports_of[w].size()));
     for (const PortSpec* p : ports_of[w]) {
       xsk::XskOptions options;
       options.ifname = p->ifname;
@@ -220,18 +266,9 @@ void FastpathPlane::bind_sockets(const config::XdpConfig& xdp) {
       xsk::XskSocket& socket = umem_->bind(options);
       sockets_[w].push_back(&socket);
       raise_tx_budget(socket, xdp.rings.tx);
-      WorkerPort port;
-      port.slot = p->slot;
-      port.rings = socket.rings();
-      port.fd = socket.fd();
-      port.need_wakeup = socket.bind_info().need_wakeup;
-      port.fill_target = std::min(xdp.rings.fill, per_socket);
-      ports.push_back(port);
+      ports.push_back(worker_port(socket, *p, static_cast<std::uint32_t>(ports_of[w].size())));
     }
-    WorkerOptions options;
-    options.queue = layout_.queues[w];
-    options.resolve_wake_fd = resolve_wait_.native_handle();
-    options.flows = xdp.flows;
+    WorkerOptions options = worker_options(w);
     auto worker = std::make_unique<Worker>(options, umem_->pool().make_slab(w, workers),
                                            std::move(ports), board_->reader(w));
     // Fill rings first: a socket goes into the XSKMAP only with buffers to receive into.
@@ -270,6 +307,7 @@ void FastpathPlane::start_workers() {
 }
 
 void FastpathPlane::insert_into_xskmap() {
+  wrote_maps_ = true;
   for (const PortSpec& p : layout_.ports) {
     std::uint32_t ifindex = static_cast<std::uint32_t>(p.ifindex);
     if (bpf_map_update_elem(ifslots_fd_.get(), &ifindex, &p.slot, BPF_ANY) != 0) {
@@ -292,6 +330,8 @@ void FastpathPlane::insert_into_xskmap() {
 }
 
 void FastpathPlane::remove_from_xskmap() noexcept {
+  if (!wrote_maps_) return;  // never inserted: the entries, if any, are someone else's
+  wrote_maps_ = false;
   for (std::uint32_t key : map_keys_) bpf_map_delete_elem(xsks_fd_.get(), &key);
   map_keys_.clear();
   for (const PortSpec& p : layout_.ports) {

@@ -21,6 +21,7 @@
 
 #include "lib/common/unique_fd.hh"
 #include "lib/config/config.hh"
+#include "lib/fastpath/fastpath_handover.hh"
 #include "lib/fastpath/next_hop_watch.hh"
 #include "lib/fastpath/port_layout.hh"
 #include "lib/fastpath/snapshot_board.hh"
@@ -62,6 +63,26 @@ class FastpathPlane {
   FastpathPlane(const FastpathPlane&) = delete;
   FastpathPlane& operator=(const FastpathPlane&) = delete;
 
+  // A handover, new side (fastpath_handover.cc): adopts the running ferryd's UMEM and sockets,
+  // which must be exactly what `config` would bind, and builds the tables and the next-hop watch;
+  // no worker runs until start_handed_over(). Throws std::runtime_error saying what differs.
+  FastpathPlane(boost::asio::io_context& io, metrics::Registry& registry, XskMapFds maps,
+                const config::Config& config, FastpathHooks hooks, HandedOverFastpath handed);
+  // New side: one worker per carry (the old workers' free stacks and flows, by queue), each
+  // checked to account for every frame of its slab, then started. Throws (no worker started)
+  // when a carry does not fit.
+  void start_handed_over(const std::vector<WorkerCarry>& carries);
+  // New side, after start_handed_over(): the watch, the housekeeping and the metrics start.
+  void serve_handed_over();
+  // Old side: the UMEM and the sockets, with fds duplicated for the wire.
+  HandedOverFastpath hand_over() const;
+  // Old side: stops and joins the workers, each leaving every frame of its slab in a kernel ring
+  // or on its free stack, and returns that state. The frames in the rings wait there.
+  std::vector<WorkerCarry> stop_for_handover();
+  // Old side, once the successor serves: the destructor leaves the XSKMAP as it is.
+  void handed_over() { handed_over_ = true; }
+  std::size_t carried_flows() const { return carried_flows_; }
+
   // True when `xdp` binds the same sockets as this plane, so apply() can take it.
   bool serves_layout_of(const config::XdpConfig& xdp) const;
   // Rebuilds the services and routes tables for `config` and publishes them; workers pick them
@@ -92,7 +113,19 @@ class FastpathPlane {
     int cpu = -1;  // pinned CPU, -1 when unpinned
     std::string name;
   };
+  // What every constructor does first: tables, watch and board, no socket.
+  struct Unbound {};
+  FastpathPlane(Unbound, boost::asio::io_context& io, metrics::Registry& registry, XskMapFds maps,
+                const config::Config& config, FastpathHooks hooks);
+  // Starts the watch, the timers and the metrics: the plane serves.
+  void serve();
+  std::vector<std::vector<const PortSpec*>> ports_by_worker(const config::XdpConfig& xdp) const;
+  static xsk::UmemConfig umem_config_of(const config::XdpConfig& xdp);
+  WorkerPort worker_port(const xsk::XskSocket& socket, const PortSpec& spec,
+                         std::uint32_t sockets_of_worker) const;
+  WorkerOptions worker_options(std::uint32_t w);
   void bind_sockets(const config::XdpConfig& xdp);
+  void adopt_sockets(HandedOverFastpath handed);
   void start_workers();
   void insert_into_xskmap();
   void remove_from_xskmap() noexcept;
@@ -110,6 +143,7 @@ class FastpathPlane {
   void collect(metrics::SnapshotBuilder& out) const;
 
   boost::asio::io_context& io_;
+  metrics::Registry& registry_;
   config::XdpConfig xdp_config_;
   config::Config config_;  // the running config, for refresh_backends()
   FastpathLayout layout_;
@@ -128,6 +162,11 @@ class FastpathPlane {
   // eventfd the workers write when they queue a next hop to resolve (WorkerOptions).
   boost::asio::posix::stream_descriptor resolve_wait_;
   std::vector<std::uint32_t> map_keys_;  // XSKMAP keys written, for removal
+  // Handed-over sockets' ports, by worker, while adopt_sockets() builds the workers.
+  std::vector<std::vector<WorkerPort>> pending_ports_;
+  bool handed_over_ = false;
+  bool wrote_maps_ = false;  // insert_into_xskmap() ran: remove_from_xskmap() undoes it
+  std::size_t carried_flows_ = 0;  // flows a handover brought in
   boost::asio::steady_timer housekeeping_timer_;
   std::chrono::steady_clock::time_point next_stale_refresh_;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);

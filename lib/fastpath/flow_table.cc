@@ -197,6 +197,42 @@ std::uint32_t FlowTable::free_way(std::uint64_t tags, const FlowEntry* ways,
   return oldest;
 }
 
+FlowTable::Carried FlowTable::carry() const {
+  Carried out;
+  out.capacity = capacity_;
+  out.slots.reserve(in_use_);
+  out.tags.reserve(in_use_);
+  out.entries.reserve(in_use_);
+  for (std::uint32_t slot = 0; slot < capacity_; ++slot) {
+    if (tags_[slot] == 0) continue;
+    out.slots.push_back(slot);
+    out.tags.push_back(tags_[slot]);
+    out.entries.push_back(entries_[slot]);
+  }
+  return out;
+}
+
+bool FlowTable::take(const Carried& carried) {
+  if (carried.capacity != capacity_ || !enabled()) return false;
+  if (carried.slots.size() != carried.entries.size() ||
+      carried.tags.size() != carried.entries.size()) {
+    throw std::invalid_argument("carried flows: slots, tags and entries differ in number");
+  }
+  for (std::size_t i = 0; i < carried.slots.size(); ++i) {
+    std::uint32_t slot = carried.slots[i];
+    if (slot >= capacity_ || tags_[slot] != 0 || carried.tags[i] == 0) {
+      throw std::invalid_argument("carried flows: slot " + std::to_string(slot) +
+                                  " out of range or given twice");
+    }
+    const FlowEntry& e = carried.entries[i];
+    entries_[slot] = e;
+    tags_[slot] = carried.tags[i];
+    ++in_use_;
+  }
+  counters_.entries.set(in_use_);
+  return true;
+}
+
 void FlowTable::release(std::uint32_t slot) noexcept {
   tags_[slot] = 0;
   --in_use_;

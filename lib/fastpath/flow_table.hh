@@ -7,6 +7,8 @@
 #include <array>
 #include <cstdint>
 #include <memory>
+#include <span>
+#include <vector>
 
 #include "lib/fastpath/worker_counters.hh"
 #include "lib/packet/flow_hash.hh"
@@ -64,6 +66,20 @@ class FlowTable {
   // cursor walks the table round), so that entries_in_use() does not count flows long gone.
   // Returns how many it freed.
   std::uint32_t sweep(std::uint32_t now_ms, std::uint32_t max_slots) noexcept;
+
+  // A handover: the entries in use with their slots, for a table of the same capacity in the
+  // next ferryd; the clock is system-wide, so their ages carry over too.
+  struct Carried {
+    std::uint32_t capacity = 0;
+    std::vector<std::uint32_t> slots;
+    std::vector<std::uint8_t> tags;
+    std::vector<FlowEntry> entries;
+  };
+  Carried carry() const;
+  // Takes what carry() gave into this (empty) table. False (nothing taken) when the capacities
+  // differ: the flows then go by Maglev's choice again. Throws std::invalid_argument for a slot
+  // out of range or given twice.
+  bool take(const Carried& carried);
 
   // A coarse monotonic clock in milliseconds (CLOCK_MONOTONIC_COARSE: vDSO, no syscall, a tick's
   // resolution), wrapping at 2^32: what a worker reads once per batch.

@@ -87,6 +87,10 @@ class Worker {
   std::span<const WorkerPort> ports() const { return ports_; }
   const HoldQueue& held() const { return held_; }
   const FlowTable& flows() const { return flows_; }
+  // A handover, before the worker runs: its slab's free stack as the previous ferryd's worker
+  // left it (UmemSlab::restore_free), and that worker's flows.
+  void restore_free_frames(std::span<const std::uint64_t> free) { slab_.restore_free(free); }
+  bool take_flows(const FlowTable::Carried& carried) { return flows_.take(carried); }
   const xsk::UmemSlab& slab() const { return slab_; }
   std::uint64_t snapshot_generation() const {
     return seen_generation_.load(std::memory_order_relaxed);

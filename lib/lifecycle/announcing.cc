@@ -74,7 +74,9 @@ void Daemon::State::apply_announce(const config::Config& next) {
     announcer->configure(*next.announce);
     return;
   }
-  announcer = std::make_unique<announce::Announcer>(*next.announce, registry);
+  announcer = std::make_unique<announce::Announcer>(*next.announce, registry,
+                                                    carried_vips ? &*carried_vips : nullptr);
+  carried_vips.reset();
   announcer->set_before_announcing(
       [this](const std::vector<net::IpAddress>& vips) { reset_flows(*this, vips); });
   arm_reconcile(*this);

@@ -152,7 +152,23 @@ void Daemon::State::register_commands() {
                      {"health", health::health_status(health, health_checker.get())},
                      {"announce", announcer ? announcer->report() : json()},
                      {"workers", {{"total", beats.size()}, {"alive", alive}}},
+                     {"upgrade", upgrade_status()},
+                     {"handover", handover},
                  };
+               });
+
+  commands.add("upgrade", Access::admin,
+               "hand over to the ferryd binary on disk without dropping traffic; replies at once "
+               "with the new pid (status.upgrade follows it)",
+               [this](const json&, const control::Peer& peer) {
+                 return start_upgrade(fmt::format("ferryctl by uid {} pid {}", peer.uid, peer.pid));
+               });
+  commands.add("handover", Access::admin,
+               "asked by a new ferryd (--takeover) for this one's sockets; not for operators",
+               [](const json&, const control::Peer&) -> json {
+                 throw control::CommandError(
+                     "bad_request", "handover is asked for by `ferryd --takeover` over the Unix "
+                                    "socket; use `ferryctl upgrade`");
                });
 
   commands.add("stats", Access::read,
@@ -268,6 +284,15 @@ void Daemon::State::register_commands() {
 
 void Daemon::State::collect(metrics::SnapshotBuilder& out) const {
   health::collect_health(health, health_checker.get(), out);
+  constexpr const char* kUpgradesHelp =
+      "Upgrades this ferryd ran (ferryctl upgrade, SIGUSR2), by result: ok = handed over.";
+  out.counter("ferry_upgrades_total", kUpgradesHelp, {{"result", "ok"}},
+              static_cast<double>(upgrades_ok.load()));
+  out.counter("ferry_upgrades_total", kUpgradesHelp, {{"result", "failed"}},
+              static_cast<double>(upgrades_failed.load()));
+  out.gauge("ferry_handover_pause_seconds",
+            "How long the fast path paused when this ferryd took over (0: it started afresh).",
+            {}, handover_pause_seconds.load());
   admin.collect(out);
   out.counter("ferry_config_reloads_total", "Successful configuration reloads.", {},
               static_cast<double>(reloads));

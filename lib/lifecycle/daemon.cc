@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 #include <signal.h>
+#include <sys/eventfd.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -26,15 +27,6 @@ void arm_heartbeat(Daemon::State& s) {
   s.heartbeat_timer.async_wait([&s](const boost::system::error_code& ec) {
     if (!ec) arm_heartbeat(s);
   });
-}
-
-// Runs `fn` on the control thread and waits for it; exceptions come back to the caller.
-template <typename Fn>
-auto on_control_thread(Daemon::State& s, Fn fn) {
-  std::packaged_task<decltype(fn())()> task(std::move(fn));
-  auto result = task.get_future();
-  boost::asio::post(s.io, [&task] { task(); });
-  return result.get();
 }
 
 // Every control client, proxied connection and XSK is a descriptor; 1024 is too few for them.
@@ -77,6 +69,33 @@ void withdraw_before_stopping(Daemon::State& s, const sigset_t& signals) {
   }
 }
 
+// The control socket first: a second daemon on the same config stops there, before it can touch
+// the first one's interfaces; then the data planes, TCP last.
+void start_afresh(Daemon::State& s) {
+  s.control = std::make_unique<control::ControlServer>(s.io, s.config->control, s.commands,
+                                                       s.policy, s.registry);
+  s.control->start();
+  if (s.config->metrics.listen) {
+    s.metrics_http =
+        std::make_unique<metrics::MetricsHttpServer>(s.io, *s.config->metrics.listen, s.registry);
+    s.metrics_http->start();
+  }
+  s.xdp = std::make_unique<xdp::XdpPlane>(s.registry);
+  s.admin.configure(s.config->services);
+  s.apply_data_plane(*s.config);
+  s.tcp = std::make_unique<tcp::TcpPlane>(
+      s.registry,
+      [&s](const std::string& worker) {
+        std::shared_ptr<Heartbeat> beat = s.heartbeats.enroll(worker, "tcp");
+        return std::function<void()>([beat] { beat->beat(); });
+      },
+      &s.health);
+  s.tcp->start(admin::effective_config(*s.config, s.admin));
+  // Every plane serves: the VIPs may attract traffic now (on the control thread, once it runs).
+  s.announcing = true;
+  boost::asio::post(s.io, [&s] { s.refresh_announcements(); });
+}
+
 }  // namespace
 
 Daemon::State::State(std::string path, config::Config initial)
@@ -89,13 +108,33 @@ Daemon::Daemon(std::string config_path, config::Config config)
 
 Daemon::~Daemon() = default;
 
+void Daemon::set_start_options(std::string log_level, std::string takeover_socket) {
+  state_->start_options = StartOptions{std::move(log_level), std::move(takeover_socket)};
+}
+
+namespace {
+
+// The binary on disk at the path this process was started from: after a package upgrade, the
+// new one (readlink then says "(deleted)" for the old inode, which is stripped).
+std::string own_binary() {
+  char buf[4096];
+  ssize_t n = ::readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  if (n <= 0) return {};
+  std::string path(buf, static_cast<std::size_t>(n));
+  constexpr std::string_view kDeleted = " (deleted)";
+  if (path.ends_with(kDeleted)) path.resize(path.size() - kDeleted.size());
+  return path;
+}
+
+}  // namespace
+
 int Daemon::run() {
   State& s = *state_;
   // Signals are taken synchronously by this (supervisor) thread; every thread started from here
   // inherits the mask, so none of them is interrupted by them.
   sigset_t signals;
   sigemptyset(&signals);
-  for (int sig : {SIGTERM, SIGINT, SIGHUP}) sigaddset(&signals, sig);
+  for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGUSR1, SIGUSR2}) sigaddset(&signals, sig);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   ::signal(SIGPIPE, SIG_IGN);
   raise_fd_limit();
@@ -104,36 +143,20 @@ int Daemon::run() {
   s.process_metrics = metrics::register_process_metrics(s.registry, FERRY_VERSION, start_seconds);
   s.daemon_metrics = s.registry.add([&s](metrics::SnapshotBuilder& out) { s.collect(out); });
   s.register_commands();
+  s.self_binary = own_binary();
+  s.upgrade_wake = UniqueFd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
 
   try {
-    // The control socket first: a second daemon on the same config stops here, before it can
-    // touch the first one's interfaces.
-    s.control = std::make_unique<control::ControlServer>(s.io, s.config->control, s.commands,
-                                                         s.policy, s.registry);
-    s.control->start();
-    if (s.config->metrics.listen) {
-      s.metrics_http = std::make_unique<metrics::MetricsHttpServer>(s.io, *s.config->metrics.listen,
-                                                                     s.registry);
-      s.metrics_http->start();
+    if (!s.start_options.takeover_socket.empty()) {
+      s.take_over(s.start_options.takeover_socket);
+    } else {
+      start_afresh(s);
     }
-    s.xdp = std::make_unique<xdp::XdpPlane>(s.registry);
-    s.admin.configure(s.config->services);
-    s.apply_data_plane(*s.config);
-    s.tcp = std::make_unique<tcp::TcpPlane>(
-        s.registry,
-        [&s](const std::string& worker) {
-          std::shared_ptr<Heartbeat> beat = s.heartbeats.enroll(worker, "tcp");
-          return std::function<void()>([beat] { beat->beat(); });
-        },
-        &s.health);
-    s.tcp->start(admin::effective_config(*s.config, s.admin));
-    // Every plane serves: the VIPs may attract traffic now (on the control thread, once it runs).
-    s.announcing = true;
-    boost::asio::post(s.io, [&s] { s.refresh_announcements(); });
   } catch (const std::exception& e) {
     log::error("{}", e.what());
     log::error("ferryd could not start; everything set up so far is being released");
     s.tcp.reset();
+    if (s.announcer && !s.start_options.takeover_socket.empty()) s.announcer->release();
     s.announcer.reset();
     s.link_watch.reset();
     s.fastpath.reset();
@@ -141,6 +164,11 @@ int Daemon::run() {
     s.metrics_http.reset();
     s.control.reset();
     return 1;
+  }
+  if (s.control) {
+    s.control->set_socket_taker("handover", [&s](UniqueFd socket, const control::Peer& peer) {
+      s.take_handover_socket(std::move(socket), peer);
+    });
   }
 
   s.control_heartbeat = s.heartbeats.enroll("control", "control");
@@ -166,6 +194,14 @@ int Daemon::run() {
     if (sig == SIGTERM || sig == SIGINT) {
       log::notice("received {}, stopping", sig == SIGTERM ? "SIGTERM" : "SIGINT");
       break;
+    }
+    if (sig == SIGUSR1 && s.handed_over.load()) break;  // from the upgrade thread: drain, exit
+    if (sig == SIGUSR2) {
+      try {
+        on_control_thread(s, [&s] { return s.start_upgrade("SIGUSR2"); });
+      } catch (const std::exception& e) {
+        log::error("upgrade (SIGUSR2): {}", e.what());
+      }
     }
     if (sig == SIGHUP) {
       s.notifier.reloading();
@@ -194,8 +230,18 @@ int Daemon::run() {
     }
   }
 
-  s.notifier.stopping();
-  withdraw_before_stopping(s, signals);
+  const bool handed_over = s.handed_over.load();
+  if (handed_over) {
+    // The successor serves and systemd follows it; the open connections here drain.
+    log::notice("handed over: draining {} open TCP connection(s) for up to {} ms",
+                s.tcp ? s.tcp->status().value("connections", 0) : 0,
+                s.config->tcp.proxy.drain_timeout_ms);
+  } else {
+    s.notifier.stopping();
+    withdraw_before_stopping(s, signals);
+  }
+  s.stop_upgrade();
+  if (s.upgrade_thread.joinable()) s.upgrade_thread.join();
   s.health_checker.reset();  // no more transitions (nor table rebuilds) while the planes go
   // Listeners and connections close on the control thread, which then runs dry and exits.
   boost::asio::post(s.io, [&s] {
@@ -218,7 +264,7 @@ int Daemon::run() {
   s.control.reset();
   s.daemon_metrics.reset();
   s.process_metrics.reset();
-  log::notice("ferryd stopped");
+  log::notice("ferryd stopped{}", handed_over ? " after handing over" : "");
   return 0;
 }
 

@@ -10,9 +10,16 @@
 
 namespace ferry::lifecycle {
 
+// ferryd --takeover could not even start (its config is invalid): tells the running ferryd at
+// `socket_path` why, so that its upgrade reports it; best effort, never throws.
+void report_takeover_failure(const std::string& socket_path, const std::string& why) noexcept;
+
 class Daemon {
  public:
   Daemon(std::string config_path, config::Config config);
+  // `log_level` (--log-level, passed on to an upgrade's successor) and `takeover_socket`
+  // (--takeover: take over from the ferryd listening there instead of starting afresh).
+  void set_start_options(std::string log_level, std::string takeover_socket);
   ~Daemon();
   Daemon(const Daemon&) = delete;
   Daemon& operator=(const Daemon&) = delete;

@@ -2,9 +2,14 @@
 // daemon.cc (lifecycle) and control_commands.cc (what the control commands read and change).
 #pragma once
 
+#include <sys/types.h>
+
 #include <atomic>
+#include <future>
+#include <mutex>
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <chrono>
 #include <map>
@@ -21,6 +26,7 @@
 #include "lib/control/server.hh"
 #include "lib/fastpath/fastpath_plane.hh"
 #include "lib/fastpath/link_watch.hh"
+#include "lib/handover/channel.hh"
 #include "lib/health/health_board.hh"
 #include "lib/health/health_checker.hh"
 #include "lib/lifecycle/daemon.hh"
@@ -35,6 +41,20 @@ namespace ferry::lifecycle {
 
 inline constexpr std::chrono::milliseconds kHeartbeatPeriod{250};
 inline constexpr std::chrono::milliseconds kStaleAfter{3000};
+
+// How the daemon was started, for the successor an upgrade starts.
+struct StartOptions {
+  std::string log_level;        // --log-level, empty when not given
+  std::string takeover_socket;  // --takeover: the running ferryd's control socket
+};
+
+// Where an upgrade stands, in the ferryd that runs it (upgrade.cc).
+struct UpgradeState {
+  std::string state = "idle";  // idle | running | failed | handed_over
+  pid_t new_pid = 0;
+  std::string error;
+  std::optional<std::chrono::system_clock::time_point> started_at;
+};
 
 struct Daemon::State {
   State(std::string path, config::Config initial);
@@ -76,6 +96,23 @@ struct Daemon::State {
   void register_commands();
   void register_backend_command();  // backend_command.cc
   void collect(metrics::SnapshotBuilder& out) const;
+
+  // upgrade.cc, the running ferryd's side of a handover. start_upgrade() (control thread; the
+  // `upgrade` command and SIGUSR2) starts the binary at self_binary with --takeover; the new
+  // process's `handover` request reaches take_handover_socket(), and the upgrade thread talks
+  // to it from then on (run_upgrade()). Throws control::CommandError.
+  nlohmann::json start_upgrade(const std::string& why);
+  void take_handover_socket(UniqueFd socket, const control::Peer& peer);
+  void run_upgrade(pid_t pid, UniqueFd pidfd);
+  // On the control thread, from the upgrade thread: what is handed over, and the commit.
+  nlohmann::json handover_offer(std::vector<UniqueFd>& fds);
+  void commit_handover(pid_t successor);
+  void recover_from_failed_handover(bool paused, const std::string& why);
+  nlohmann::json upgrade_status() const;
+  void stop_upgrade();  // the stop: ends a running upgrade's conversation
+  // takeover.cc, the new ferryd's side: everything run() brings up, from what the running
+  // ferryd hands over. Throws with the reason, which the running ferryd is told too.
+  void take_over(const std::string& socket_path);
 
   const std::string config_path;
   std::shared_ptr<const config::Config> config;  // read and swapped on the control thread only
@@ -126,6 +163,34 @@ struct Daemon::State {
   boost::asio::steady_timer heartbeat_timer{io};
   std::shared_ptr<Heartbeat> control_heartbeat;
   std::thread control_thread;
+
+  // The handover (upgrade.cc, takeover.cc).
+  StartOptions start_options;
+  std::string self_binary;  // /proc/self/exe as it was at start
+  UpgradeState upgrade;     // control thread
+  std::mutex upgrade_mutex;
+  UniqueFd upgrade_channel;  // the new process's request, until the upgrade thread takes it
+  UniqueFd upgrade_wake;     // eventfd: the channel arrived, or the stop wants the thread out
+  std::atomic<int> upgrade_socket{-1};  // the conversation's fd, for the stop to shut down
+  std::thread upgrade_thread;
+  std::atomic<bool> handed_over{false};  // the successor serves: drain and exit
+  nlohmann::json handover;               // in a ferryd that took over: how it went
+  std::atomic<double> handover_pause_seconds{0};
+  std::atomic<std::uint64_t> upgrades_ok{0};
+  std::atomic<std::uint64_t> upgrades_failed{0};
+  std::atomic<bool> upgrade_stopping{false};
+  // A takeover hands these to apply_data_plane() and apply_announce(), which take them once.
+  std::optional<fastpath::HandedOverFastpath> handed_fastpath;
+  std::optional<std::vector<net::IpAddress>> carried_vips;
 };
+
+// Runs `fn` on the control thread and waits for it; exceptions come back to the caller.
+template <typename Fn>
+auto on_control_thread(Daemon::State& s, Fn fn) {
+  std::packaged_task<decltype(fn())()> task(std::move(fn));
+  auto result = task.get_future();
+  boost::asio::post(s.io, [&task] { task(); });
+  return result.get();
+}
 
 }  // namespace ferry::lifecycle

@@ -46,8 +46,17 @@ void Daemon::State::apply_data_plane(const config::Config& configured) {
       if (it == flows_reset_ms.end()) return std::nullopt;
       return it->second;
     };
-    fastpath = std::make_unique<fastpath::FastpathPlane>(
-        io, registry, fastpath::XskMapFds{maps.ifslots, maps.xsks}, next, std::move(hooks));
+    fastpath::XskMapFds map_fds{maps.ifslots, maps.xsks};
+    if (handed_fastpath) {
+      // A takeover: the running ferryd's sockets and UMEM; the workers start in the pause.
+      fastpath::HandedOverFastpath handed = std::move(*handed_fastpath);
+      handed_fastpath.reset();
+      fastpath = std::make_unique<fastpath::FastpathPlane>(io, registry, map_fds, next,
+                                                           std::move(hooks), std::move(handed));
+    } else {
+      fastpath = std::make_unique<fastpath::FastpathPlane>(io, registry, map_fds, next,
+                                                           std::move(hooks));
+    }
   }
   follow_links();
   apply_health(next);

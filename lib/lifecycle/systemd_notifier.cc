@@ -28,6 +28,9 @@ void SystemdNotifier::ready(const std::string& status) const { send("READY=1\nST
 void SystemdNotifier::status(const std::string& status) const { send("STATUS=" + status); }
 void SystemdNotifier::watchdog() const { send("WATCHDOG=1"); }
 void SystemdNotifier::reloading() const { send("RELOADING=1"); }
+void SystemdNotifier::main_pid(int pid, const std::string& status) const {
+  send("MAINPID=" + std::to_string(pid) + "\nSTATUS=" + status);
+}
 void SystemdNotifier::stopping() const { send("STOPPING=1\nSTATUS=stopping"); }
 
 }  // namespace ferry::lifecycle

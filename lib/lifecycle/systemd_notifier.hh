@@ -19,6 +19,8 @@ class SystemdNotifier {
   void watchdog() const;
   void reloading() const;
   void stopping() const;
+  // A handover: the service's main process is `pid` from now on (so its notifications count).
+  void main_pid(int pid, const std::string& status) const;
 
  private:
   void send(const std::string& state) const;

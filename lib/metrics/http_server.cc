@@ -310,7 +310,7 @@ struct MetricsHttpServer::Impl {
   void accept() {
     acceptor.async_accept([this, state = state](error_code ec, tcp::socket socket) {
       // `this` is alive while the acceptor is open: stop() closes it before Impl goes away.
-      if (state->stopped || ec == asio::error::operation_aborted) return;
+      if (state->stopped || !accepting || ec == asio::error::operation_aborted) return;
       if (ec) {
         // Typically EMFILE: retry after a pause instead of spinning on the failing accept.
         log::warning("metrics.listen {}: accept failed: {}", listen.to_string(), ec.message());
@@ -332,6 +332,8 @@ struct MetricsHttpServer::Impl {
   }
 
   net::Endpoint listen;
+  UniqueFd inherited;     // a handover's listening socket, until start() takes it
+  bool accepting = true;  // false once a successor accepts instead (a handover)
   std::shared_ptr<ServerState> state;
   tcp::acceptor acceptor;
   asio::steady_timer accept_retry;
@@ -358,16 +360,37 @@ void MetricsHttpServer::start() {
         fmt::format("metrics.listen {}: {}", impl_->listen.to_string(), ec.message()));
   };
   error_code ec;
-  impl_->acceptor.open(endpoint.protocol(), ec);
-  if (ec) fail(ec);
-  impl_->acceptor.set_option(tcp::acceptor::reuse_address(true), ec);
-  if (ec) fail(ec);
-  impl_->acceptor.bind(endpoint, ec);
-  if (ec) fail(ec);
-  impl_->acceptor.listen(asio::socket_base::max_listen_connections, ec);
-  if (ec) fail(ec);
+  if (impl_->inherited) {
+    impl_->acceptor.assign(endpoint.protocol(), impl_->inherited.get(), ec);
+    if (ec) fail(ec);
+    impl_->inherited.release();
+  } else {
+    impl_->acceptor.open(endpoint.protocol(), ec);
+    if (ec) fail(ec);
+    impl_->acceptor.set_option(tcp::acceptor::reuse_address(true), ec);
+    if (ec) fail(ec);
+    impl_->acceptor.bind(endpoint, ec);
+    if (ec) fail(ec);
+    impl_->acceptor.listen(asio::socket_base::max_listen_connections, ec);
+    if (ec) fail(ec);
+  }
   log::info("metrics: serving http://{}/metrics", local_endpoint().to_string());
   impl_->accept();
+}
+
+void MetricsHttpServer::inherit(UniqueFd listening) {
+  impl_->inherited = std::move(listening);
+}
+
+int MetricsHttpServer::listening_fd() const {
+  return impl_->acceptor.is_open() ? impl_->acceptor.native_handle() : -1;
+}
+
+void MetricsHttpServer::stop_accepting() {
+  error_code ignored;
+  impl_->accepting = false;
+  impl_->acceptor.close(ignored);
+  impl_->accept_retry.cancel();
 }
 
 void MetricsHttpServer::stop() {

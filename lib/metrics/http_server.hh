@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "lib/common/net.hh"
+#include "lib/common/unique_fd.hh"
 #include "lib/metrics/registry.hh"
 
 namespace ferry::metrics {
@@ -30,6 +31,11 @@ class MetricsHttpServer {
 
   // Binds and listens; throws std::runtime_error naming the address on failure.
   void start();
+  // A handover, new side, before start(): serve on the predecessor's listening socket.
+  void inherit(UniqueFd listening);
+  // A handover, old side: the listening socket (-1 when not listening), and no more accepts.
+  int listening_fd() const;
+  void stop_accepting();
   // Closes the listener and every connection. Call on the io_context's thread (or while it is
   // not running), like everything else here.
   void stop();

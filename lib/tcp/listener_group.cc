@@ -23,6 +23,8 @@ class ListenerGroup::Acceptor : public runtime::Completion {
         owned_(std::move(owned)),
         retry_(this) {}
 
+  int fd() const { return fd_; }
+
   // All of the following run on the acceptor's worker.
   void arm(runtime::Worker& worker) {
     if (state_ == State::closing || state_ == State::closed) return;
@@ -131,22 +133,40 @@ ListenerGroup::ListenerGroup(net::Endpoint configured, ListenerMode mode, std::u
 
 ListenerGroup::~ListenerGroup() = default;
 
-void ListenerGroup::listen(runtime::Runtime& runtime) {
-  std::vector<UniqueFd> fds = open_listeners(configured_, mode_, workers_);
+void ListenerGroup::listen(runtime::Runtime& runtime, std::vector<UniqueFd> inherited) {
+  std::vector<UniqueFd> fds = std::move(inherited);
+  if (fds.empty()) {
+    fds = open_listeners(configured_, mode_, workers_);
+  } else if (mode_ == ListenerMode::reuseport) {
+    // Fewer handed over than workers here: the rest join the same SO_REUSEPORT group.
+    net::Endpoint same = bound_endpoint(fds.front().get());
+    while (fds.size() < workers_) fds.push_back(open_listener(same, true));
+  }
   bound_ = bound_endpoint(fds.front().get());
-  if (mode_ == ListenerMode::shared) shared_fd_ = std::move(fds.front());
-  for (std::uint32_t w = 0; w < workers_; ++w) {
-    if (mode_ == ListenerMode::shared) {
+  if (mode_ == ListenerMode::shared && fds.size() == 1) {
+    shared_fd_ = std::move(fds.front());
+    for (std::uint32_t w = 0; w < workers_; ++w) {
       acceptors_.push_back(std::make_unique<Acceptor>(*this, shared_fd_.get(), UniqueFd()));
-    } else {
-      const int fd = fds[w].get();
-      acceptors_.push_back(std::make_unique<Acceptor>(*this, fd, std::move(fds[w])));
+    }
+  } else {
+    // One accept per socket, the sockets spread over the workers.
+    for (UniqueFd& fd : fds) {
+      const int raw = fd.get();
+      acceptors_.push_back(std::make_unique<Acceptor>(*this, raw, std::move(fd)));
     }
   }
-  for (std::uint32_t w = 0; w < workers_; ++w) {
-    Acceptor* acceptor = acceptors_[w].get();
-    runtime.post(w, [acceptor](runtime::Worker& worker) { acceptor->arm(worker); });
+  for (std::size_t i = 0; i < acceptors_.size(); ++i) {
+    Acceptor* acceptor = acceptors_[i].get();
+    runtime.post(static_cast<std::uint32_t>(i % workers_),
+                 [acceptor](runtime::Worker& worker) { acceptor->arm(worker); });
   }
+}
+
+std::vector<int> ListenerGroup::fds() const {
+  if (shared_fd_) return {shared_fd_.get()};
+  std::vector<int> out;
+  for (const auto& a : acceptors_) out.push_back(a->fd());
+  return out;
 }
 
 void ListenerGroup::acceptor_closed() {
@@ -156,9 +176,10 @@ void ListenerGroup::acceptor_closed() {
 }
 
 bool ListenerGroup::close(runtime::Runtime& runtime, std::chrono::milliseconds timeout) {
-  for (std::uint32_t w = 0; w < acceptors_.size(); ++w) {
-    Acceptor* acceptor = acceptors_[w].get();
-    runtime.post(w, [acceptor](runtime::Worker& worker) { acceptor->close(worker); });
+  for (std::size_t i = 0; i < acceptors_.size(); ++i) {
+    Acceptor* acceptor = acceptors_[i].get();
+    runtime.post(static_cast<std::uint32_t>(i % workers_),
+                 [acceptor](runtime::Worker& worker) { acceptor->close(worker); });
   }
   std::unique_lock lock(close_mutex_);
   const bool all =

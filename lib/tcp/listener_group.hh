@@ -37,8 +37,12 @@ class ListenerGroup {
   ListenerGroup& operator=(const ListenerGroup&) = delete;
 
   // Control thread. Opens the sockets (throws std::system_error) and has every worker arm its
-  // accept; the sink gets connections from then on.
-  void listen(runtime::Runtime& runtime);
+  // accept; the sink gets connections from then on. `inherited` are listening sockets a previous
+  // ferryd handed over for this address: they are used as they are (their accept queues and
+  // SO_REUSEPORT group were never closed), and only the missing ones are opened.
+  void listen(runtime::Runtime& runtime, std::vector<UniqueFd> inherited = {});
+  // The listening sockets, while listening (a handover passes them on).
+  std::vector<int> fds() const;
   // Control thread. Cancels the accepts and closes the sockets; true when every worker confirmed
   // within `timeout` (else this object must live until the runtime stops).
   bool close(runtime::Runtime& runtime, std::chrono::milliseconds timeout);

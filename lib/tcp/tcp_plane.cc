@@ -1,7 +1,11 @@
 // The TCP side of the daemon (see tcp_plane.hh).
 #include "lib/tcp/tcp_plane.hh"
 
+#include <fcntl.h>
 #include <fmt/format.h>
+
+#include <cerrno>
+#include <system_error>
 
 #include "lib/common/log.hh"
 #include "lib/uring/probe.hh"
@@ -57,9 +61,16 @@ void TcpPlane::start_locked(const config::Config& config) {
   try {
     for (const Desired& d : desired) add_service_locked(d);
   } catch (...) {
+    inherited_.clear();
     stop_locked();
     throw;
   }
+  for (const HandedOverListener& l : inherited_) {
+    if (!l.fds.empty()) {
+      log::notice("service {}: no longer configured; its handed-over listeners close", l.service);
+    }
+  }
+  inherited_.clear();
   metric_handles_ = runtime_->register_metrics(registry_);
   metric_handles_.push_back(uring::register_feature_metrics(registry_, uring::kernel_features()));
   metric_handles_.push_back(registry_.add([this](metrics::SnapshotBuilder& out) {
@@ -85,17 +96,24 @@ void TcpPlane::add_service_locked(const Desired& d) {
         options_->multishot_accept, sessions_, proxy_shared_, health_);
     service = proxied;
   }
+  std::vector<UniqueFd> inherited;
+  for (HandedOverListener& l : inherited_) {
+    if (l.service == config.name && l.kind == service->kind() && l.configured == d.at) {
+      inherited = std::move(l.fds);
+    }
+  }
+  const bool handed_over = !inherited.empty();
   try {
-    service->listen(*runtime_);
+    service->listen(*runtime_, std::move(inherited));
   } catch (const std::system_error& e) {
     // what() already ends in the errno text; say which service it is about.
     throw std::runtime_error(fmt::format("service {}: {}", config.name, e.what()));
   }
   if (proxied) {
     sweeper_.watch(proxied);
-    log::info("service {}: TCP proxy on {} to {} backends ({})", config.name,
+    log::info("service {}: TCP proxy on {} to {} backends ({}){}", config.name,
               service->bound().to_string(), config.backends.size(),
-              config::to_string(config.balance));
+              config::to_string(config.balance), handed_over ? ", listeners handed over" : "");
   } else {
     log::info("service {}: echo on {} (TCP)", config.name, service->bound().to_string());
   }
@@ -226,6 +244,34 @@ void TcpPlane::stop_locked() {
   }
   retired_.clear();
   options_.reset();
+}
+
+std::vector<HandedOverListener> TcpPlane::hand_over_listeners() const {
+  std::lock_guard lock(mutex_);
+  std::vector<HandedOverListener> out;
+  for (const auto& [name, service] : services_) {
+    HandedOverListener l{name, std::string(service->kind()), service->configured(), {}};
+    for (int fd : service->listening_fds()) {
+      int copy = ::fcntl(fd, F_DUPFD_CLOEXEC, 0);
+      if (copy < 0) throw std::system_error(errno, std::generic_category(), "dup for the handover");
+      l.fds.emplace_back(copy);
+    }
+    out.push_back(std::move(l));
+  }
+  return out;
+}
+
+void TcpPlane::inherit_listeners(std::vector<HandedOverListener> listeners) {
+  std::lock_guard lock(mutex_);
+  inherited_ = std::move(listeners);
+}
+
+void TcpPlane::stop_accepting() {
+  std::lock_guard lock(mutex_);
+  if (!runtime_) return;
+  for (const auto& [name, service] : services_) {
+    if (!service->close_listeners(*runtime_, kCloseTimeout)) retired_.push_back(service);
+  }
 }
 
 bool TcpPlane::running() const {

@@ -30,6 +30,14 @@ struct TcpListenerInfo {
   net::Endpoint address;  // as bound: the real port when the config said 0
 };
 
+// A service's listening sockets as a handover passes them from one ferryd to the next.
+struct HandedOverListener {
+  std::string service;
+  std::string kind;       // "echo" | "proxy": taken only by a service of the same kind
+  net::Endpoint configured;  // as in the config (port 0 in tests)
+  std::vector<UniqueFd> fds;
+};
+
 // What a reload changed on the TCP side; `errors` are services that could not be brought up
 // (the rest of the reload stays applied), `restart_required` tcp.* changes that need a restart.
 struct TcpApplyResult {
@@ -66,6 +74,14 @@ class TcpPlane {
   // the last goes. Changes of tcp.workers, tcp.buffers or tcp.scheduler need a restart and are
   // reported, not applied.
   TcpApplyResult apply(const config::Config& config);
+  // A handover, old side: every service's listening sockets, fds duplicated for the wire.
+  std::vector<HandedOverListener> hand_over_listeners() const;
+  // A handover, new side, before start(): a service with the same name, kind and configured
+  // address takes these sockets instead of opening its own; the rest are closed at start().
+  void inherit_listeners(std::vector<HandedOverListener> listeners);
+  // A handover, old side, once the successor accepts: stops accepting (the sockets stay open in
+  // the successor); the open connections carry on until stop() drains them.
+  void stop_accepting();
   // Closes the listeners, then the connections (echo at once, proxy after the drain grace, then
   // reset; waiting up to grace + 2 s for them to end), then stops and joins the workers.
   void stop();
@@ -116,6 +132,7 @@ class TcpPlane {
   config::ProxyConfig proxy_config_;  // in effect
   proxy::ProxySweeper sweeper_;
   std::vector<metrics::Registry::Handle> metric_handles_;
+  std::vector<HandedOverListener> inherited_;  // until start() takes them
 };
 
 }  // namespace ferry::tcp

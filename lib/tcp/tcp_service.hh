@@ -42,8 +42,11 @@ class TcpService {
   virtual const net::Endpoint& configured() const = 0;
   virtual const net::Endpoint& bound() const = 0;  // valid after listen()
 
-  // Control thread. Opens the listening sockets (throws std::system_error) and starts accepting.
-  virtual void listen(runtime::Runtime& runtime) = 0;
+  // Control thread. Opens the listening sockets (throws std::system_error), or takes the ones a
+  // previous ferryd handed over, and starts accepting.
+  virtual void listen(runtime::Runtime& runtime, std::vector<UniqueFd> inherited) = 0;
+  // The listening sockets while listening, for a handover.
+  virtual std::vector<int> listening_fds() const = 0;
   // Control thread. Stops accepting and closes the sockets; true when every worker confirmed
   // within `timeout` (else the service must be kept alive until the runtime stops).
   virtual bool close_listeners(runtime::Runtime& runtime, std::chrono::milliseconds timeout) = 0;
@@ -67,7 +70,10 @@ class ListeningService : public TcpService, public AcceptSink {
 
   const net::Endpoint& configured() const override { return listeners_.configured(); }
   const net::Endpoint& bound() const override { return listeners_.bound(); }
-  void listen(runtime::Runtime& runtime) override { listeners_.listen(runtime); }
+  void listen(runtime::Runtime& runtime, std::vector<UniqueFd> inherited) override {
+    listeners_.listen(runtime, std::move(inherited));
+  }
+  std::vector<int> listening_fds() const override { return listeners_.fds(); }
   bool close_listeners(runtime::Runtime& runtime, std::chrono::milliseconds timeout) override {
     return listeners_.close(runtime, timeout);
   }

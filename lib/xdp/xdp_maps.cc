@@ -103,6 +103,14 @@ std::vector<std::uint8_t> protos_of(const config::Protocols& p) {
 
 }  // namespace
 
+void XdpMapSync::adopt_service_ids(const std::map<std::string, std::uint32_t>& ids) {
+  for (const auto& [name, id] : ids) {
+    if (id >= id_used_.size() || id_used_[id]) continue;
+    id_used_[id] = true;
+    service_ids_[name] = id;
+  }
+}
+
 std::uint32_t XdpMapSync::id_for(const std::string& name) {
   if (auto it = service_ids_.find(name); it != service_ids_.end()) return it->second;
   for (std::uint32_t id = 0; id < id_used_.size(); ++id) {

@@ -34,6 +34,8 @@ class XdpMapSync {
   // after having written what it could; the caller re-applies the previous config to roll back.
   void apply(const XdpMapFds& fds, const config::Config& config);
 
+  // A handover: the predecessor's ids, so its counter slots stay with the same services.
+  void adopt_service_ids(const std::map<std::string, std::uint32_t>& ids);
   // Stable per-name service ids (slots of service_counters), kept across reloads.
   const std::map<std::string, std::uint32_t>& service_ids() const { return service_ids_; }
 

@@ -1,6 +1,11 @@
 // The XDP side of the daemon: the program, its attachments, their status and their counters.
 #include "lib/xdp/xdp_plane.hh"
 
+#include <fcntl.h>
+
+#include <cerrno>
+#include <system_error>
+
 #include <net/if.h>
 
 #include "lib/common/log.hh"
@@ -79,6 +84,47 @@ void XdpPlane::apply(const config::Config& full) {
   } catch (...) {
     for (const auto& name : added) attachments_.erase(name);
     throw;
+  }
+}
+
+HandedOverXdp XdpPlane::hand_over() const {
+  HandedOverXdp out;
+  if (!program_) return out;
+  auto dup = [](int fd) {
+    int copy = ::fcntl(fd, F_DUPFD_CLOEXEC, 0);
+    if (copy < 0) throw std::system_error(errno, std::generic_category(), "dup for the handover");
+    return UniqueFd(copy);
+  };
+  for (const auto& [name, fd] : program_->shared_map_fds()) out.maps[name] = dup(fd);
+  for (const auto& [name, a] : attachments_) {
+    out.links.push_back({name, a->ifindex(), a->mode(), a->requested(), dup(a->link_fd())});
+  }
+  out.service_ids = maps_.service_ids();
+  return out;
+}
+
+void XdpPlane::take_over(HandedOverXdp handed) {
+  if (handed.maps.empty() && handed.links.empty()) return;  // the predecessor had no program
+  program_ = std::make_unique<XdpProgram>(&handed.maps);
+  maps_.adopt_service_ids(handed.service_ids);
+  for (HandedOverLink& l : handed.links) {
+    auto a = std::make_unique<XdpAttachment>(l.ifname, l.ifindex, l.mode, std::move(l.link));
+    a->set_requested(l.requested);
+    a->run(program_->program_fd());
+    log::info("{}: XDP link taken over, this ferryd's program swapped in ({} mode)", l.ifname,
+              to_string(l.mode));
+    attachments_[l.ifname] = std::move(a);
+  }
+}
+
+void XdpPlane::reclaim_links() noexcept {
+  if (!program_) return;
+  for (const auto& [name, a] : attachments_) {
+    try {
+      a->run(program_->program_fd());
+    } catch (const std::exception& e) {
+      log::error("{}; `ferryctl reload` retries", e.what());
+    }
   }
 }
 

@@ -15,6 +15,21 @@
 
 namespace ferry::xdp {
 
+// What a handover carries of the XDP side: the links (which keep the program attached while they
+// pass from one process to the other), the maps, and the services' counter slots.
+struct HandedOverLink {
+  std::string ifname;
+  int ifindex = 0;
+  AttachMode mode = AttachMode::native;
+  config::XdpMode requested = config::XdpMode::automatic;
+  UniqueFd link;
+};
+struct HandedOverXdp {
+  SharedMaps maps;
+  std::vector<HandedOverLink> links;
+  std::map<std::string, std::uint32_t> service_ids;
+};
+
 class XdpPlane {
  public:
   explicit XdpPlane(metrics::Registry& registry);
@@ -27,6 +42,17 @@ class XdpPlane {
   // On a failure the attachments made by this call are undone and std::runtime_error is thrown;
   // the caller re-applies the previous config to restore the maps.
   void apply(const config::Config& config);
+
+  // Old side of a handover: the links and maps, with fds duplicated for the wire (none without
+  // a program).
+  HandedOverXdp hand_over() const;
+  // New side, before the first apply(): loads this ferryd's program on the running one's maps
+  // and swaps it in on the running one's links; apply() then writes the maps for this config.
+  // Throws std::runtime_error (the links still run the predecessor's program).
+  void take_over(HandedOverXdp handed);
+  // Old side, when the handover failed after the successor swapped its program in: this
+  // program runs on the links again. Logs what it cannot undo.
+  void reclaim_links() noexcept;
 
   // {"program_loaded":bool,"interfaces":[{"name","ifindex","mode","attached"}]}
   nlohmann::json status() const;

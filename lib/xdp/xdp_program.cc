@@ -32,13 +32,50 @@ std::string_view to_string(AttachMode mode) { return mode == AttachMode::native 
 XdpAttachment::XdpAttachment(std::string ifname, int ifindex, AttachMode mode, UniqueFd link)
     : ifname_(std::move(ifname)), ifindex_(ifindex), mode_(mode), link_(std::move(link)) {}
 
-XdpProgram::XdpProgram() {
-  skeleton_ = ferry_bpf__open_and_load();
+void XdpAttachment::run(int program_fd) const {
+  if (bpf_link_update(link_.get(), program_fd, nullptr) != 0) {
+    throw std::runtime_error(ifname_ + ": swapping the XDP program on its link failed: " +
+                             errno_text(errno));
+  }
+}
+
+XdpProgram::XdpProgram(const SharedMaps* reuse) {
+  skeleton_ = ferry_bpf__open();
+  int err = skeleton_ ? 0 : errno;
+  if (skeleton_ && reuse) {
+    bpf_map* map = nullptr;
+    bpf_object__for_each_map(map, skeleton_->obj) {
+      if (bpf_map__is_internal(map)) continue;
+      auto it = reuse->find(bpf_map__name(map));
+      if (it == reuse->end()) continue;  // a map the predecessor did not have starts empty
+      if (int e = bpf_map__reuse_fd(map, it->second.get()); e != 0) {
+        std::string name = bpf_map__name(map);
+        ferry_bpf__destroy(skeleton_);
+        skeleton_ = nullptr;
+        throw std::runtime_error("the XDP map " + name +
+                                 " of this ferryd differs from the running one's (" +
+                                 errno_text(e) + "): a handover cannot keep it; restart instead");
+      }
+    }
+  }
+  if (skeleton_ && (err = ferry_bpf__load(skeleton_)) != 0) {
+    ferry_bpf__destroy(skeleton_);
+    skeleton_ = nullptr;
+    err = err < 0 ? -err : err;
+  }
   if (!skeleton_) {
-    int err = errno;
     throw std::runtime_error("loading the XDP program failed: " + errno_text(err) +
                              (err == EPERM ? " (ferryd needs CAP_BPF and CAP_NET_ADMIN)" : ""));
   }
+}
+
+std::map<std::string, int> XdpProgram::shared_map_fds() const {
+  std::map<std::string, int> out;
+  bpf_map* map = nullptr;
+  bpf_object__for_each_map(map, skeleton_->obj) {
+    if (!bpf_map__is_internal(map)) out[bpf_map__name(map)] = bpf_map__fd(map);
+  }
+  return out;
 }
 
 XdpProgram::~XdpProgram() { ferry_bpf__destroy(skeleton_); }

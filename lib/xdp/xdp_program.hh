@@ -4,6 +4,7 @@
 #pragma once
 
 #include <array>
+#include <map>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -22,10 +23,15 @@ namespace ferry::xdp {
 enum class AttachMode { native, generic };
 std::string_view to_string(AttachMode mode);
 
-// One bpf_link between the program and an interface. Closing the link fd detaches.
+// One bpf_link between the program and an interface. Closing the link fd detaches, unless another
+// process holds the link too (a handover).
 class XdpAttachment {
  public:
   XdpAttachment(std::string ifname, int ifindex, AttachMode mode, UniqueFd link);
+  int link_fd() const { return link_.get(); }
+  // Runs `program_fd` on this link from now on, atomically (BPF_LINK_UPDATE): no frame sees the
+  // interface without a program. Throws std::runtime_error.
+  void run(int program_fd) const;
   const std::string& ifname() const { return ifname_; }
   int ifindex() const { return ifindex_; }
   AttachMode mode() const { return mode_; }
@@ -45,10 +51,17 @@ struct ActionTotals {
   std::uint64_t bytes = 0;
 };
 
+// The maps a running program shares with its successor (a handover), by name: every map but
+// libbpf's internal ones (.rodata, .bss), which belong to one build of the program.
+using SharedMaps = std::map<std::string, UniqueFd>;
+
 class XdpProgram {
  public:
   // Opens and loads the embedded object. Throws std::runtime_error with the libbpf reason.
-  XdpProgram();
+  // With `reuse`, each of the object's maps named there is that map (bpf_map__reuse_fd), so the
+  // entries, the XSKMAP's sockets and the counters are the predecessor's; libbpf refuses a map
+  // whose type or sizes differ, and so does this constructor, naming it.
+  explicit XdpProgram(const SharedMaps* reuse = nullptr);
   ~XdpProgram();
   XdpProgram(const XdpProgram&) = delete;
   XdpProgram& operator=(const XdpProgram&) = delete;
@@ -63,6 +76,8 @@ class XdpProgram {
   ActionTotals read_service_totals(std::uint32_t service_id, std::uint32_t direction) const;
   int program_fd() const;
   XdpMapFds map_fds() const;
+  // Every shared map (see SharedMaps) with its fd, owned by the program.
+  std::map<std::string, int> shared_map_fds() const;
 
  private:
   ferry_bpf* skeleton_ = nullptr;

@@ -18,4 +18,10 @@ XskSocket& SharedUmem::bind(const XskOptions& options) {
   return *sockets_.back();
 }
 
+XskSocket& SharedUmem::adopt(HandedOverSocket handed) {
+  sockets_.reserve(sockets_.size() + 1);
+  sockets_.push_back(XskSocket::adopt(std::move(handed)));
+  return *sockets_.back();
+}
+
 }  // namespace ferry::xsk

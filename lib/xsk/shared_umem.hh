@@ -15,6 +15,9 @@ namespace ferry::xsk {
 class SharedUmem {
  public:
   explicit SharedUmem(const UmemConfig& config) : pool_(config) {}
+  // The UMEM of another ferryd (a handover); its sockets come in through adopt().
+  SharedUmem(const UmemConfig& config, UniqueFd memfd, bool hugepages)
+      : pool_(config, std::move(memfd), hugepages) {}
   ~SharedUmem();
   SharedUmem(const SharedUmem&) = delete;
   SharedUmem& operator=(const SharedUmem&) = delete;
@@ -25,6 +28,8 @@ class SharedUmem {
   // Fill the socket's fill ring before putting it into an XSKMAP: frames redirected to a socket
   // with an empty fill ring are dropped (XDP_STATISTICS rx_dropped / rx_fill_ring_empty_descs).
   XskSocket& bind(const XskOptions& options);
+  // Takes a socket bound by another ferryd to this UMEM (XskSocket::adopt).
+  XskSocket& adopt(HandedOverSocket handed);
 
   UmemPool& pool() { return pool_; }
   const UmemPool& pool() const { return pool_; }

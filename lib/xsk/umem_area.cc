@@ -1,7 +1,9 @@
-// The UMEM's memory: one anonymous private mapping, populated up front, optionally on hugepages.
+// The UMEM's memory: one shared mapping of a memfd, populated up front, optionally on hugepages.
 #include "lib/xsk/umem_area.hh"
 
+#include <linux/memfd.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <string>
@@ -15,9 +17,17 @@ namespace {
 
 constexpr std::size_t kHugePageBytes = 2u << 20;
 
-void* map(std::size_t bytes, bool huge) {
-  int flags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE | (huge ? MAP_HUGETLB : 0);
-  return ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, flags, -1, 0);
+void* map(int fd, std::size_t bytes) {
+  return ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
+}
+
+// A memfd of `bytes`, mapped; MAP_FAILED (errno set) when it cannot be had.
+void* create(std::size_t bytes, bool huge, UniqueFd& fd) {
+  fd.reset(::memfd_create("ferry-umem", MFD_CLOEXEC | (huge ? MFD_HUGETLB | MFD_HUGE_2MB : 0)));
+  if (!fd) return MAP_FAILED;
+  if (::ftruncate(fd.get(), static_cast<off_t>(bytes)) != 0) return MAP_FAILED;
+  // Hugetlb pages are reserved at mmap(): none free fails here, not with a SIGBUS later.
+  return map(fd.get(), bytes);
 }
 
 }  // namespace
@@ -27,7 +37,7 @@ UmemArea::UmemArea(std::uint32_t frame_count, std::uint32_t frame_bytes, HugePag
   if (size_bytes_ == 0) throw std::system_error(EINVAL, std::generic_category(), "empty UMEM");
   if (hugepages != HugePages::off) {
     std::size_t rounded = (size_bytes_ + kHugePageBytes - 1) / kHugePageBytes * kHugePageBytes;
-    void* p = map(rounded, true);
+    void* p = create(rounded, true, memfd_);
     if (p != MAP_FAILED) {
       base_ = static_cast<std::byte*>(p);
       mapped_bytes_ = rounded;
@@ -43,13 +53,26 @@ UmemArea::UmemArea(std::uint32_t frame_count, std::uint32_t frame_bytes, HugePag
     }
     log::debug("UMEM: no hugepages ({}), using base pages", std::generic_category().message(err));
   }
-  void* p = map(size_bytes_, false);
+  void* p = create(size_bytes_, false, memfd_);
   if (p == MAP_FAILED) {
     throw std::system_error(errno, std::generic_category(),
                             "mapping a UMEM of " + std::to_string(size_bytes_) + " bytes");
   }
   base_ = static_cast<std::byte*>(p);
   mapped_bytes_ = size_bytes_;
+}
+
+UmemArea::UmemArea(UniqueFd memfd, std::size_t size_bytes, bool hugepages)
+    : size_bytes_(size_bytes), hugepages_(hugepages), memfd_(std::move(memfd)) {
+  mapped_bytes_ = hugepages ? (size_bytes + kHugePageBytes - 1) / kHugePageBytes * kHugePageBytes
+                            : size_bytes;
+  void* p = map(memfd_.get(), mapped_bytes_);
+  if (p == MAP_FAILED) {
+    throw std::system_error(errno, std::generic_category(),
+                            "mapping the handed-over UMEM of " + std::to_string(size_bytes) +
+                                " bytes");
+  }
+  base_ = static_cast<std::byte*>(p);
 }
 
 UmemArea::~UmemArea() {
@@ -60,7 +83,8 @@ UmemArea::UmemArea(UmemArea&& other) noexcept
     : base_(std::exchange(other.base_, nullptr)),
       size_bytes_(std::exchange(other.size_bytes_, 0)),
       mapped_bytes_(std::exchange(other.mapped_bytes_, 0)),
-      hugepages_(other.hugepages_) {}
+      hugepages_(other.hugepages_),
+      memfd_(std::move(other.memfd_)) {}
 
 UmemArea& UmemArea::operator=(UmemArea&& other) noexcept {
   if (this != &other) {
@@ -69,6 +93,7 @@ UmemArea& UmemArea::operator=(UmemArea&& other) noexcept {
     size_bytes_ = std::exchange(other.size_bytes_, 0);
     mapped_bytes_ = std::exchange(other.mapped_bytes_, 0);
     hugepages_ = other.hugepages_;
+    memfd_ = std::move(other.memfd_);
   }
   return *this;
 }

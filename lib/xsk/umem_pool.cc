@@ -38,6 +38,10 @@ UmemPool::UmemPool(const UmemConfig& config)
   register_area();
 }
 
+UmemPool::UmemPool(const UmemConfig& config, UniqueFd memfd, bool hugepages)
+    : config_(validated(config)),
+      area_(std::move(memfd), std::size_t{config.frame_count} * config.frame_bytes, hugepages) {}
+
 UmemPool::~UmemPool() {
   unregister();
 }

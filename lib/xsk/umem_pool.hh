@@ -27,6 +27,9 @@ class UmemPool {
  public:
   // Maps and registers. Throws std::system_error saying what to change.
   explicit UmemPool(const UmemConfig& config);
+  // The UMEM another ferryd registered and handed over (lib/handover): its memfd is mapped, and
+  // the registration is the kernel's, held by the handed-over sockets; nothing is registered here.
+  UmemPool(const UmemConfig& config, UniqueFd memfd, bool hugepages);
   // Unregisters, then unmaps. Every socket on the UMEM must be gone first (SharedUmem sees to it).
   ~UmemPool();
   UmemPool(const UmemPool&) = delete;
@@ -42,8 +45,9 @@ class UmemPool {
   // would fail; a fresh registration makes the next first bind clean. No socket may exist.
   void reregister();
 
+  // Null for a handed-over UMEM.
   xsk_umem* handle() const { return umem_; }
-  int fd() const { return xsk_umem__fd(umem_); }
+  int memfd() const { return area_.memfd(); }
   const UmemConfig& config() const { return config_; }
   std::span<std::byte> bytes() const { return area_.bytes(); }
   bool on_hugepages() const { return area_.on_hugepages(); }

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace ferry::xsk {
 
@@ -128,6 +129,28 @@ SlabFreeResult UmemSlab::free(std::span<const std::uint64_t> addrs) {
   result.double_free = twice;
   top_ = top;
   return result;
+}
+
+void UmemSlab::restore_free(std::span<const std::uint64_t> free_addrs) {
+  if (free_addrs.size() > frame_count_) {
+    throw std::invalid_argument("more free frames than the slab has");
+  }
+  std::vector<std::uint8_t> seen(frame_count_, 0);
+  for (std::uint64_t addr : free_addrs) {
+    if (!contains(addr) || frame_base(addr) != addr) {
+      throw std::invalid_argument("free frame " + std::to_string(addr) + " is not a frame of slab [" +
+                                  std::to_string(begin_addr_) + ", " + std::to_string(end_addr_) +
+                                  ")");
+    }
+    if (seen[frame_index(addr)]++) {
+      throw std::invalid_argument("free frame " + std::to_string(addr) + " given twice");
+    }
+  }
+  std::memcpy(stack_.get(), free_addrs.data(), free_addrs.size() * sizeof(std::uint64_t));
+  top_ = static_cast<std::uint32_t>(free_addrs.size());
+  if (check_ == OwnershipCheck::on) {
+    for (std::uint32_t i = 0; i < frame_count_; ++i) out_map_[i] = seen[i] ? 0 : 1;
+  }
 }
 
 bool UmemSlab::is_free(std::uint64_t addr) const {

@@ -51,6 +51,14 @@ class UmemSlab {
   std::byte* frame(std::uint64_t addr) const {
     return contains(addr) ? umem_base_ + frame_base(addr) : nullptr;
   }
+  // A handover: the free stack becomes exactly `free_addrs` (frame bases, as another ferryd's
+  // slab over the same frames had them) and every other frame is out, in a ring or in flight.
+  // Throws std::invalid_argument (nothing changed) for an address outside the slab, not a frame
+  // base, or given twice.
+  void restore_free(std::span<const std::uint64_t> free_addrs);
+  // The free stack, bottom first: what a handover passes on.
+  std::span<const std::uint64_t> free_frames() const { return {stack_.get(), top_}; }
+
   // True when the frame holding `addr` is on the free stack (needs OwnershipCheck::on).
   bool is_free(std::uint64_t addr) const;
 

@@ -2,6 +2,7 @@
 #include "lib/xsk/xsk_socket.hh"
 
 #include <net/if.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 
 #include <bit>
@@ -59,8 +60,82 @@ XskSocket::XskSocket(const XskOptions& options, int ifindex)
 
 XskSocket::~XskSocket() {
   // Unmaps rx/tx and (for shared sockets) this queue's fill/completion; closes the fd, which
-  // also removes the socket from every XSKMAP.
-  xsk_socket__delete(xsk_);
+  // also removes the socket from every XSKMAP unless another process holds it too.
+  if (xsk_) xsk_socket__delete(xsk_);
+  for (Mapping& m : mappings_) {
+    if (m.addr) ::munmap(m.addr, m.bytes);
+  }
+}
+
+namespace {
+
+// One ring of a bound socket, mapped; its index words and entries at the kernel's offsets.
+void* map_ring(int fd, const xdp_ring_offset& off, std::uint32_t entries, std::size_t entry_bytes,
+               off_t pgoff, std::size_t& bytes) {
+  bytes = off.desc + entries * entry_bytes;
+  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, pgoff);
+  return p == MAP_FAILED ? nullptr : p;
+}
+
+template <typename Ring>
+void point_ring(Ring& ring, void* map, const xdp_ring_offset& off, std::uint32_t entries,
+                bool producer_side) {
+  auto* base = static_cast<char*>(map);
+  ring.mask = entries - 1;
+  ring.size = entries;
+  ring.producer = reinterpret_cast<std::uint32_t*>(base + off.producer);
+  ring.consumer = reinterpret_cast<std::uint32_t*>(base + off.consumer);
+  ring.flags = reinterpret_cast<std::uint32_t*>(base + off.flags);
+  ring.ring = base + off.desc;
+  ring.cached_prod = __atomic_load_n(ring.producer, __ATOMIC_ACQUIRE);
+  ring.cached_cons = __atomic_load_n(ring.consumer, __ATOMIC_ACQUIRE);
+  // A producer's cached consumer is one lap ahead: libxdp's view of free slots.
+  if (producer_side) ring.cached_cons += entries;
+}
+
+}  // namespace
+
+std::unique_ptr<XskSocket> XskSocket::adopt(HandedOverSocket handed) {
+  XskOptions options;
+  options.ifname = handed.ifname;
+  options.queue = handed.queue;
+  for (std::uint32_t n : {handed.rx_entries, handed.tx_entries, handed.fill_entries,
+                          handed.completion_entries}) {
+    if (!std::has_single_bit(n)) fail(EINVAL, options, "handed-over ring sizes are not powers of two");
+  }
+  std::unique_ptr<XskSocket> socket(new XskSocket(options, handed.ifindex));
+  socket->adopted_fd_ = std::move(handed.fd);
+  socket->info_ = handed.info;
+  const int fd = socket->adopted_fd_.get();
+  xdp_mmap_offsets off{};
+  socklen_t len = sizeof(off);
+  if (getsockopt(fd, SOL_XDP, XDP_MMAP_OFFSETS, &off, &len) != 0) {
+    fail(errno, options, "reading the handed-over socket's ring offsets");
+  }
+  Rings& r = *socket->rings_;
+  struct Wanted {
+    const xdp_ring_offset& off;
+    std::uint32_t entries;
+    std::size_t entry_bytes;
+    off_t pgoff;
+  } wanted[4] = {{off.rx, handed.rx_entries, sizeof(xdp_desc), XDP_PGOFF_RX_RING},
+                 {off.tx, handed.tx_entries, sizeof(xdp_desc), XDP_PGOFF_TX_RING},
+                 {off.fr, handed.fill_entries, sizeof(std::uint64_t), XDP_UMEM_PGOFF_FILL_RING},
+                 {off.cr, handed.completion_entries, sizeof(std::uint64_t),
+                  XDP_UMEM_PGOFF_COMPLETION_RING}};
+  for (int i = 0; i < 4; ++i) {
+    Mapping& m = socket->mappings_[i];
+    m.addr = map_ring(fd, wanted[i].off, wanted[i].entries, wanted[i].entry_bytes, wanted[i].pgoff,
+                      m.bytes);
+    if (!m.addr) fail(errno, options, "mapping a handed-over socket's rings");
+  }
+  point_ring(r.rx, socket->mappings_[0].addr, off.rx, handed.rx_entries, false);
+  point_ring(r.tx, socket->mappings_[1].addr, off.tx, handed.tx_entries, true);
+  point_ring(r.fill, socket->mappings_[2].addr, off.fr, handed.fill_entries, true);
+  point_ring(r.completion, socket->mappings_[3].addr, off.cr, handed.completion_entries, false);
+  socket->fill_ = &r.fill;
+  socket->completion_ = &r.completion;
+  return socket;
 }
 
 int XskSocket::try_bind(UmemPool& pool, const XskOptions& options, std::uint16_t bind_flags,

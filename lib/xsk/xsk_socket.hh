@@ -8,6 +8,7 @@
 #include <memory>
 #include <string>
 
+#include "lib/common/unique_fd.hh"
 #include "lib/xsk/queue_rings.hh"
 
 namespace ferry::xsk {
@@ -35,13 +36,30 @@ struct BindInfo {
   bool need_wakeup = false;  // the rings carry XDP_RING_NEED_WAKEUP (inherited when shared)
 };
 
+// A socket another ferryd bound and handed over (lib/handover): its fd, where it is bound, its
+// ring sizes (the kernel does not report them) and how it was bound.
+struct HandedOverSocket {
+  UniqueFd fd;
+  std::string ifname;
+  int ifindex = 0;
+  std::uint32_t queue = 0;
+  std::uint32_t rx_entries = 0;
+  std::uint32_t tx_entries = 0;
+  std::uint32_t fill_entries = 0;
+  std::uint32_t completion_entries = 0;
+  BindInfo info;
+};
+
 class XskSocket {
  public:
+  // Maps the rings of a handed-over socket as they stand: the index words are the kernel's, so
+  // the frames in every ring stay where they are. Throws std::system_error.
+  static std::unique_ptr<XskSocket> adopt(HandedOverSocket handed);
   ~XskSocket();
   XskSocket(const XskSocket&) = delete;
   XskSocket& operator=(const XskSocket&) = delete;
 
-  int fd() const { return xsk_socket__fd(xsk_); }
+  int fd() const { return xsk_ ? xsk_socket__fd(xsk_) : adopted_fd_.get(); }
   const std::string& ifname() const { return ifname_; }
   int ifindex() const { return ifindex_; }
   std::uint32_t queue() const { return queue_; }
@@ -84,6 +102,13 @@ class XskSocket {
   xsk_ring_prod* fill_ = nullptr;
   xsk_ring_cons* completion_ = nullptr;
   xsk_socket* xsk_ = nullptr;
+  // A handed-over socket: no libxdp object, the fd and the four ring mappings are ours.
+  struct Mapping {
+    void* addr = nullptr;
+    std::size_t bytes = 0;
+  };
+  UniqueFd adopted_fd_;
+  Mapping mappings_[4];
 };
 
 }  // namespace ferry::xsk
