@@ -84,14 +84,16 @@ void take_state(Daemon::State& s, const json& state) {
     if (auto ip = net::IpAddress::parse(v.get<std::string>())) vips.push_back(*ip);
   }
   s.carried_vips = std::move(vips);
-  for (const auto& [vip, ms] : state.value("flows_reset_ms", json::object()).items()) {
+  const json resets = state.value("flows_reset_ms", json::object());
+  for (const auto& [vip, ms] : resets.items()) {
     s.flows_reset_ms[vip] = ms.get<std::uint32_t>();
   }
 }
 
 xdp::HandedOverXdp take_xdp(const json& x, std::vector<UniqueFd>& fds) {
   xdp::HandedOverXdp out;
-  for (const auto& [name, index] : x.value("maps", json::object()).items()) {
+  const json maps = x.value("maps", json::object());
+  for (const auto& [name, index] : maps.items()) {
     out.maps[name] = take_fd(fds, index);
   }
   for (const json& l : x.value("links", json::array())) {
