@@ -34,7 +34,7 @@
 #include "lib/lifecycle/systemd_notifier.hh"
 #include "lib/metrics/http_server.hh"
 #include "lib/metrics/registry.hh"
-#include "lib/tcp/tcp_plane.hh"
+#include "lib/tcp_plane/tcp_plane.hh"
 #include "lib/xdp/xdp_plane.hh"
 
 namespace ferry::lifecycle {

@@ -304,23 +304,27 @@ void Daemon::State::run_upgrade(pid_t pid, UniqueFd pidfd) {
     failure = e.what();
   }
   upgrade_socket.store(-1);
+  // The new process has failed: it must be gone before this one binds again, since it holds the
+  // same sockets (a queue with a live socket reads busy).
   if (pidfd) {
-    // Give a dying child a moment to be reaped, so the reason says how it ended.
     pollfd p{pidfd.get(), POLLIN, 0};
-    if (::poll(&p, 1, 100) > 0) {
-      std::string how = exit_text(pid);
-      if (failure.find("closed the handover") != std::string::npos) failure += " (" + how + ")";
+    if (::poll(&p, 1, 200) <= 0) {
+      ::kill(pid, SIGTERM);
+      if (::poll(&p, 1, 5000) <= 0) {
+        ::kill(pid, SIGKILL);
+        ::poll(&p, 1, 5000);
+      }
+    }
+    std::string how = exit_text(pid);
+    if (failure.find("closed the handover") != std::string::npos ||
+        failure.find("did not answer") != std::string::npos) {
+      failure += " (" + how + ")";
     }
   }
   try {
     on_control_thread(*this, [&] { recover_from_failed_handover(paused, failure); });
   } catch (const std::exception& e) {
     log::error("upgrade: recovering from the failed handover: {}", e.what());
-  }
-  if (pidfd) {
-    ::kill(pid, SIGTERM);  // if it still runs, it serves nothing
-    pollfd p{pidfd.get(), POLLIN, 0};
-    if (::poll(&p, 1, 2000) > 0) ::waitpid(pid, nullptr, WNOHANG);
   }
 }
 

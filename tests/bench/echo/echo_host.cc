@@ -8,7 +8,7 @@
 
 #include "lib/common/log.hh"
 #include "lib/metrics/registry.hh"
-#include "lib/tcp/tcp_plane.hh"
+#include "lib/tcp_plane/tcp_plane.hh"
 
 namespace {
 

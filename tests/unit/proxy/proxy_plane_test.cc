@@ -25,7 +25,7 @@
 #include "lib/metrics/registry.hh"
 #include "lib/proxy/proxy_service.hh"
 #include "lib/tcp/listener_socket.hh"
-#include "lib/tcp/tcp_plane.hh"
+#include "lib/tcp_plane/tcp_plane.hh"
 #include "tests/unit/runtime/test_support.hh"
 
 namespace ferry::proxy {

@@ -1,7 +1,7 @@
 // TcpPlane end to end over loopback: echo services on the runtime, many connections and large
 // messages byte-exact, listeners added and removed by apply(), stop closing connections, an idle
 // configuration starting nothing, and the status/workers/metrics views.
-#include "lib/tcp/tcp_plane.hh"
+#include "lib/tcp_plane/tcp_plane.hh"
 
 #include <gtest/gtest.h>
 #include <sys/socket.h>

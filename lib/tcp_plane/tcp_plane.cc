@@ -1,5 +1,5 @@
 // The TCP side of the daemon (see tcp_plane.hh).
-#include "lib/tcp/tcp_plane.hh"
+#include "lib/tcp_plane/tcp_plane.hh"
 
 #include <fcntl.h>
 #include <fmt/format.h>
