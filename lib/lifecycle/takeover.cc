@@ -209,7 +209,13 @@ void Daemon::State::take_over(const std::string& socket_path) {
                 {"at", iso8601_utc(std::chrono::system_clock::now())},
                 {"flows_carried", flows}};
     handover_pause_seconds = pause_us / 1e6;
-    channel.send({{"type", "serving"}, {"pause_us", pause_us}});
+    try {
+      channel.send({{"type", "serving"}, {"pause_us", pause_us}});
+    } catch (const handover::ChannelError& e) {
+      // Everything runs here already; the predecessor is gone (under systemd, whose main
+      // process it still was, the unit restarts).
+      log::warning("takeover: pid {} is gone ({}); serving on", from_pid, e.what());
+    }
     log::notice("takeover: serving in place of pid {} after {:.1f} ms; fast path paused {:.0f} us, "
                 "{} flows carried",
                 from_pid, took_ms, pause_us, flows);
