@@ -1,8 +1,11 @@
 // RAII owner of one file descriptor: closed exactly once, movable, never copied.
 #pragma once
 
+#include <fcntl.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <system_error>
 #include <utility>
 
 namespace ferry {
@@ -32,5 +35,14 @@ class UniqueFd {
  private:
   int fd_ = -1;
 };
+
+// A close-on-exec duplicate of `fd` (a handover sends copies and keeps its own); none for -1.
+// Throws std::system_error.
+inline UniqueFd duplicate_fd(int fd) {
+  if (fd < 0) return UniqueFd();
+  int copy = ::fcntl(fd, F_DUPFD_CLOEXEC, 0);
+  if (copy < 0) throw std::system_error(errno, std::generic_category(), "duplicating an fd");
+  return UniqueFd(copy);
+}
 
 }  // namespace ferry

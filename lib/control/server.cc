@@ -87,6 +87,7 @@ class ServerCore final : public ConnectionHost, public std::enable_shared_from_t
 
  private:
   void listen_tcp(const net::Endpoint& listen);
+  void close_acceptors();
   void accept_next(Transport transport);
   void on_accept(Transport transport, const boost::system::error_code& error,
                  Connection::Socket socket);
@@ -222,14 +223,19 @@ void ServerCore::listen_tcp(const net::Endpoint& listen) {
   }
 }
 
-void ServerCore::stop() {
-  if (stopped_) return;
-  stopped_ = true;
+void ServerCore::close_acceptors() {
+  accepting_ = false;
   boost::system::error_code ignored;
   unix_acceptor_.close(ignored);
   tcp_acceptor_.close(ignored);
   unix_retry_timer_.cancel();
   tcp_retry_timer_.cancel();
+}
+
+void ServerCore::stop() {
+  if (stopped_) return;
+  stopped_ = true;
+  close_acceptors();
 
   // close() calls back into connection_closed(), which must not erase under this loop.
   auto open = std::move(connections_);
@@ -371,12 +377,7 @@ bool ServerCore::authenticate(std::string_view line, const std::string& source) 
 }
 
 void ServerCore::stop_accepting() {
-  accepting_ = false;
-  boost::system::error_code ignored;
-  unix_acceptor_.close(ignored);
-  tcp_acceptor_.close(ignored);
-  unix_retry_timer_.cancel();
-  tcp_retry_timer_.cancel();
+  close_acceptors();
   socket_identity_.reset();  // the file is the successor's now
 }
 
@@ -384,12 +385,16 @@ bool ServerCore::take_socket(std::string_view line, const Peer& peer, int fd) {
   if (!taker || peer.tcp || !policy_.allows(peer, Access::admin)) return false;
   nlohmann::json request = nlohmann::json::parse(line, nullptr, false);
   if (!request.is_object() || request.value("cmd", "") != taker_command) return false;
-  int copy = ::fcntl(fd, F_DUPFD_CLOEXEC, 0);
-  if (copy < 0) return false;
+  UniqueFd copy;
+  try {
+    copy = duplicate_fd(fd);
+  } catch (const std::system_error&) {
+    return false;  // answered as a command: the table's handover says what it is for
+  }
   // The copy shares the file with the asio socket, which made it non-blocking.
-  ::fcntl(copy, F_SETFL, ::fcntl(copy, F_GETFL) & ~O_NONBLOCK);
+  ::fcntl(copy.get(), F_SETFL, ::fcntl(copy.get(), F_GETFL) & ~O_NONBLOCK);
   log::info("control: uid {} pid {} asked for the handover", peer.uid, peer.pid);
-  taker(UniqueFd(copy), peer);
+  taker(std::move(copy), peer);
   return true;
 }
 

@@ -14,12 +14,6 @@
 namespace ferry::fastpath {
 namespace {
 
-UniqueFd dup_for_wire(int fd) {
-  int copy = ::fcntl(fd, F_DUPFD_CLOEXEC, 0);
-  if (copy < 0) throw std::system_error(errno, std::generic_category(), "dup for the handover");
-  return UniqueFd(copy);
-}
-
 [[noreturn]] void differs(const std::string& what) {
   throw std::runtime_error("the running ferryd's fast path differs from this configuration's (" +
                            what +
@@ -33,12 +27,12 @@ HandedOverFastpath FastpathPlane::hand_over() const {
   HandedOverFastpath out;
   out.umem = umem_->pool().config();
   out.hugepages = umem_->pool().on_hugepages();
-  out.memfd = dup_for_wire(umem_->pool().memfd());
+  out.memfd = duplicate_fd(umem_->pool().memfd());
   for (const auto& ports : sockets_) {
     std::vector<xsk::HandedOverSocket> list;
     for (const xsk::XskSocket* socket : ports) {
       xsk::HandedOverSocket h;
-      h.fd = dup_for_wire(socket->fd());
+      h.fd = duplicate_fd(socket->fd());
       h.ifname = socket->ifname();
       h.ifindex = socket->ifindex();
       h.queue = socket->queue();

@@ -5,6 +5,7 @@
 
 #include <poll.h>
 #include <sys/socket.h>
+#include <time.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -31,6 +32,12 @@ struct Header {
 }
 
 }  // namespace
+
+std::uint64_t shared_clock_ns() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<std::uint64_t>(ts.tv_sec) * 1000000000u + static_cast<std::uint64_t>(ts.tv_nsec);
+}
 
 void Channel::send_all(const void* data, std::size_t bytes, const int* fds, std::size_t fd_count) {
   const auto* p = static_cast<const char*>(data);

@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -11,6 +12,10 @@
 #include "lib/common/unique_fd.hh"
 
 namespace ferry::handover {
+
+// CLOCK_MONOTONIC in nanoseconds: one clock for the whole host, so a time taken in one ferryd
+// and one taken in the other give the pause between them.
+std::uint64_t shared_clock_ns();
 
 struct Message {
   nlohmann::json head;

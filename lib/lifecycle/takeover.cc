@@ -27,12 +27,6 @@ constexpr milliseconds kOfferTimeout{30000};
 constexpr milliseconds kPausedTimeout{30000};
 constexpr milliseconds kDoneTimeout{10000};
 
-std::uint64_t monotonic_ns() {
-  timespec ts{};
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<std::uint64_t>(ts.tv_sec) * 1000000000u + static_cast<std::uint64_t>(ts.tv_nsec);
-}
-
 UniqueFd connect_to(const std::string& path) {
   UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
   if (!fd) throw std::system_error(errno, std::generic_category(), "socket");
@@ -176,7 +170,7 @@ void Daemon::State::take_over(const std::string& socket_path) {
     const auto paused_at_ns = paused.head.value("paused_at_ns", std::uint64_t{0});
     std::vector<fastpath::WorkerCarry> carries = fastpath::unpack(paused.body);
     if (fastpath && !carries.empty()) fastpath->start_handed_over(carries);
-    const std::uint64_t running_ns = monotonic_ns();
+    const std::uint64_t running_ns = handover::shared_clock_ns();
     const double pause_us = paused_at_ns ? static_cast<double>(running_ns - paused_at_ns) / 1000.0 : 0;
     if (fastpath) {
       if (carries.empty()) {

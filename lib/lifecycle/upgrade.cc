@@ -37,12 +37,6 @@ constexpr milliseconds kReadyTimeout{60000};
 // From the pause to the new workers running: the only wait that costs traffic.
 constexpr milliseconds kServingTimeout{30000};
 
-std::uint64_t monotonic_ns() {
-  timespec ts{};
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<std::uint64_t>(ts.tv_sec) * 1000000000u + static_cast<std::uint64_t>(ts.tv_nsec);
-}
-
 int pidfd_open(pid_t pid) { return static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)); }
 
 // What became of a child that exited, after its pidfd said so.
@@ -57,13 +51,6 @@ std::string exit_text(pid_t pid) {
 std::uint32_t fd_index(std::vector<UniqueFd>& fds, UniqueFd fd) {
   fds.push_back(std::move(fd));
   return static_cast<std::uint32_t>(fds.size() - 1);
-}
-
-UniqueFd dup_fd(int fd) {
-  if (fd < 0) return UniqueFd();
-  int copy = ::fcntl(fd, F_DUPFD_CLOEXEC, 0);
-  if (copy < 0) throw std::system_error(errno, std::generic_category(), "dup for the handover");
-  return UniqueFd(copy);
 }
 
 }  // namespace
@@ -155,13 +142,13 @@ json Daemon::State::handover_offer(std::vector<UniqueFd>& fds) {
   json offer = {{"type", "offer"}, {"version", FERRY_VERSION}, {"from_pid", static_cast<int>(getpid())}};
   json control_fds = {{"unix", -1}, {"tcp", -1}};
   if (control) {
-    if (int fd = control->unix_fd(); fd >= 0) control_fds["unix"] = fd_index(fds, dup_fd(fd));
-    if (int fd = control->tcp_fd(); fd >= 0) control_fds["tcp"] = fd_index(fds, dup_fd(fd));
+    if (int fd = control->unix_fd(); fd >= 0) control_fds["unix"] = fd_index(fds, duplicate_fd(fd));
+    if (int fd = control->tcp_fd(); fd >= 0) control_fds["tcp"] = fd_index(fds, duplicate_fd(fd));
   }
   offer["control"] = control_fds;
   offer["metrics"] = -1;
   if (metrics_http && metrics_http->listening_fd() >= 0) {
-    offer["metrics"] = fd_index(fds, dup_fd(metrics_http->listening_fd()));
+    offer["metrics"] = fd_index(fds, duplicate_fd(metrics_http->listening_fd()));
   }
   offer["xdp"] = nullptr;
   if (xdp) {
@@ -281,7 +268,7 @@ void Daemon::State::run_upgrade(pid_t pid, UniqueFd pidfd) {
     auto [carries, paused_ns] = on_control_thread(*this, [&] {
       std::vector<fastpath::WorkerCarry> c;
       if (fastpath) c = fastpath->stop_for_handover();
-      return std::pair(fastpath::pack(c), monotonic_ns());
+      return std::pair(fastpath::pack(c), handover::shared_clock_ns());
     });
     paused = true;
     channel.send({{"type", "paused"}, {"paused_at_ns", paused_ns}}, carries);

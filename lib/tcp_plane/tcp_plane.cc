@@ -1,11 +1,7 @@
 // The TCP side of the daemon (see tcp_plane.hh).
 #include "lib/tcp_plane/tcp_plane.hh"
 
-#include <fcntl.h>
 #include <fmt/format.h>
-
-#include <cerrno>
-#include <system_error>
 
 #include "lib/common/log.hh"
 #include "lib/uring/probe.hh"
@@ -251,11 +247,7 @@ std::vector<HandedOverListener> TcpPlane::hand_over_listeners() const {
   std::vector<HandedOverListener> out;
   for (const auto& [name, service] : services_) {
     HandedOverListener l{name, std::string(service->kind()), service->configured(), {}};
-    for (int fd : service->listening_fds()) {
-      int copy = ::fcntl(fd, F_DUPFD_CLOEXEC, 0);
-      if (copy < 0) throw std::system_error(errno, std::generic_category(), "dup for the handover");
-      l.fds.emplace_back(copy);
-    }
+    for (int fd : service->listening_fds()) l.fds.push_back(duplicate_fd(fd));
     out.push_back(std::move(l));
   }
   return out;

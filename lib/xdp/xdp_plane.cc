@@ -1,11 +1,6 @@
 // The XDP side of the daemon: the program, its attachments, their status and their counters.
 #include "lib/xdp/xdp_plane.hh"
 
-#include <fcntl.h>
-
-#include <cerrno>
-#include <system_error>
-
 #include <net/if.h>
 
 #include "lib/common/log.hh"
@@ -90,14 +85,9 @@ void XdpPlane::apply(const config::Config& full) {
 HandedOverXdp XdpPlane::hand_over() const {
   HandedOverXdp out;
   if (!program_) return out;
-  auto dup = [](int fd) {
-    int copy = ::fcntl(fd, F_DUPFD_CLOEXEC, 0);
-    if (copy < 0) throw std::system_error(errno, std::generic_category(), "dup for the handover");
-    return UniqueFd(copy);
-  };
-  for (const auto& [name, fd] : program_->shared_map_fds()) out.maps[name] = dup(fd);
+  for (const auto& [name, fd] : program_->shared_map_fds()) out.maps[name] = duplicate_fd(fd);
   for (const auto& [name, a] : attachments_) {
-    out.links.push_back({name, a->ifindex(), a->mode(), a->requested(), dup(a->link_fd())});
+    out.links.push_back({name, a->ifindex(), a->mode(), a->requested(), duplicate_fd(a->link_fd())});
   }
   out.service_ids = maps_.service_ids();
   return out;
