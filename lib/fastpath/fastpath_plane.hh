@@ -82,6 +82,7 @@ class FastpathPlane {
   // Old side, once the successor serves: the destructor leaves the XSKMAP as it is.
   void handed_over() { handed_over_ = true; }
   std::size_t carried_flows() const { return carried_flows_; }
+  std::uint64_t frames_in_rings() const { return frames_in_rings_; }
 
   // True when `xdp` binds the same sockets as this plane, so apply() can take it.
   bool serves_layout_of(const config::XdpConfig& xdp) const;
@@ -167,6 +168,7 @@ class FastpathPlane {
   bool handed_over_ = false;
   bool wrote_maps_ = false;  // insert_into_xskmap() ran: remove_from_xskmap() undoes it
   std::size_t carried_flows_ = 0;  // flows a handover brought in
+  std::uint64_t frames_in_rings_ = 0;  // frames a handover found in the kernel rings
   boost::asio::steady_timer housekeeping_timer_;
   std::chrono::steady_clock::time_point next_stale_refresh_;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);

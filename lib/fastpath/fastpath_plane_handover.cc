@@ -133,7 +133,12 @@ void FastpathPlane::start_handed_over(const std::vector<WorkerCarry>& carries) {
     throw std::runtime_error(fmt::format("the running ferryd stopped {} workers; this one has {}",
                                          carries.size(), workers_.size()));
   }
+  // The old workers ran on after the rings were mapped here: start from where they stopped.
+  for (auto& ports : sockets_) {
+    for (xsk::XskSocket* socket : ports) socket->resync_rings();
+  }
   std::size_t flows = 0;
+  std::uint64_t in_rings = 0;
   for (std::size_t w = 0; w < workers_.size(); ++w) {
     const WorkerCarry& c = carries[w];
     Worker& worker = *workers_[w].worker;
@@ -158,7 +163,9 @@ void FastpathPlane::start_handed_over(const std::vector<WorkerCarry>& carries) {
           c.queue, a.accounted(), a.slab_frames, a.free_stack, a.fill, a.rx, a.tx, a.completion));
     }
     worker.publish_account();
+    in_rings += a.fill + a.rx + a.tx + a.completion;
   }
+  frames_in_rings_ = in_rings;
   // The same sockets at the same keys: a rewrite the data path does not notice, which records
   // the keys this plane removes at its own end.
   insert_into_xskmap();

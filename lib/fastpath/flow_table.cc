@@ -7,6 +7,7 @@
 #include <cstring>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "lib/packet/balance.hh"
 #include "lib/packet/bytes.hh"
@@ -218,15 +219,18 @@ bool FlowTable::take(const Carried& carried) {
       carried.tags.size() != carried.entries.size()) {
     throw std::invalid_argument("carried flows: slots, tags and entries differ in number");
   }
+  // Checked whole before anything is taken: a bad carry leaves the table as it was.
+  std::vector<std::uint8_t> seen(capacity_, 0);
   for (std::size_t i = 0; i < carried.slots.size(); ++i) {
     std::uint32_t slot = carried.slots[i];
-    if (slot >= capacity_ || tags_[slot] != 0 || carried.tags[i] == 0) {
+    if (slot >= capacity_ || tags_[slot] != 0 || seen[slot]++ || carried.tags[i] == 0) {
       throw std::invalid_argument("carried flows: slot " + std::to_string(slot) +
                                   " out of range or given twice");
     }
-    const FlowEntry& e = carried.entries[i];
-    entries_[slot] = e;
-    tags_[slot] = carried.tags[i];
+  }
+  for (std::size_t i = 0; i < carried.slots.size(); ++i) {
+    entries_[carried.slots[i]] = carried.entries[i];
+    tags_[carried.slots[i]] = carried.tags[i];
     ++in_use_;
   }
   counters_.entries.set(in_use_);

@@ -72,9 +72,10 @@ void Channel::receive_all(void* data, std::size_t bytes, std::vector<UniqueFd>* 
                           std::chrono::steady_clock::time_point deadline) {
   auto* p = static_cast<char*>(data);
   while (bytes > 0) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        deadline - std::chrono::steady_clock::now());
-    if (left.count() <= 0) fail("the other ferryd did not answer in time");
+    auto now = std::chrono::steady_clock::now();
+    if (now >= deadline) fail("the other ferryd did not answer in time");
+    // Rounded up: a wait rounded down to 0 ms would give up before the deadline.
+    auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - now);
     pollfd pfd{socket_.get(), POLLIN, 0};
     int ready = ::poll(&pfd, 1, static_cast<int>(std::min<std::int64_t>(left.count(), 1000)));
     if (ready < 0 && errno != EINTR) fail("waiting for the other ferryd", errno);

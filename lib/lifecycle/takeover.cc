@@ -198,6 +198,7 @@ void Daemon::State::take_over(const std::string& socket_path) {
     std::size_t flows = fastpath ? fastpath->carried_flows() : 0;
     handover = {{"from_pid", from_pid},
                 {"from_version", head.value("version", "")},
+                {"frames_in_flight", fastpath ? fastpath->frames_in_rings() : 0},
                 {"pause_us", pause_us},
                 {"took_ms", took_ms},
                 {"at", iso8601_utc(std::chrono::system_clock::now())},

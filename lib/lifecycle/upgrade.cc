@@ -15,6 +15,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <thread>
 
 #include "lib/admin/effective_config.hh"
 #include "lib/common/log.hh"
@@ -82,8 +83,14 @@ json Daemon::State::start_upgrade(const std::string& why) {
   posix_spawnattr_setsigmask(&attr, &none);
   posix_spawnattr_setsigdefault(&attr, &all);
   posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+  // Only stdin, stdout and stderr: asio opens its sockets without close-on-exec, and a listener
+  // or a client connection the child inherited would stay open in it (and in its successors).
+  posix_spawn_file_actions_t files;
+  posix_spawn_file_actions_init(&files);
+  posix_spawn_file_actions_addclosefrom_np(&files, 3);
   pid_t pid = 0;
-  int err = posix_spawn(&pid, self_binary.c_str(), nullptr, &attr, argv.data(), environ);
+  int err = posix_spawn(&pid, self_binary.c_str(), &files, &attr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&files);
   posix_spawnattr_destroy(&attr);
   if (err != 0) {
     ++upgrades_failed;
@@ -349,7 +356,19 @@ void Daemon::State::recover_from_failed_handover(bool paused, const std::string&
     fastpath.reset();
     log::warning("upgrade: the fast path was paused for the new ferryd; binding it again");
   }
-  apply_data_plane(*config);
+  // The kernel frees the dead process's sockets (and their hold on the queues) from a
+  // workqueue: a bind may read busy for a moment.
+  constexpr int kAttempts = 20;
+  for (int attempt = 1;; ++attempt) {
+    try {
+      apply_data_plane(*config);
+      break;
+    } catch (const std::exception& e) {
+      if (attempt == kAttempts) throw;
+      log::info("upgrade: binding the fast path again: {}; retrying", e.what());
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  }
   refresh_announcements();
 }
 

@@ -95,6 +95,18 @@ void point_ring(Ring& ring, void* map, const xdp_ring_offset& off, std::uint32_t
 
 }  // namespace
 
+void XskSocket::resync_rings() {
+  auto take = [](auto& ring, bool producer_side) {
+    ring.cached_prod = __atomic_load_n(ring.producer, __ATOMIC_ACQUIRE);
+    ring.cached_cons = __atomic_load_n(ring.consumer, __ATOMIC_ACQUIRE);
+    if (producer_side) ring.cached_cons += ring.size;
+  };
+  take(rings_->rx, false);
+  take(rings_->tx, true);
+  take(*fill_, true);
+  take(*completion_, false);
+}
+
 std::unique_ptr<XskSocket> XskSocket::adopt(HandedOverSocket handed) {
   XskOptions options;
   options.ifname = handed.ifname;

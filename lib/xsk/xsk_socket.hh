@@ -55,6 +55,10 @@ class XskSocket {
   // Maps the rings of a handed-over socket as they stand: the index words are the kernel's, so
   // the frames in every ring stay where they are. Throws std::system_error.
   static std::unique_ptr<XskSocket> adopt(HandedOverSocket handed);
+  // Takes up the rings' shared index words into this process's cached views: the predecessor's
+  // worker moved them after adopt() mapped the rings. Call once it has stopped, before the first
+  // peek or reserve here.
+  void resync_rings();
   ~XskSocket();
   XskSocket(const XskSocket&) = delete;
   XskSocket& operator=(const XskSocket&) = delete;
