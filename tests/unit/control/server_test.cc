@@ -10,12 +10,15 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <optional>
 #include <stdexcept>
 #include <thread>
@@ -416,6 +419,167 @@ TEST_F(ControlServerTest, ClosesEverythingOnStop) {
   EXPECT_THROW(LineClient::unix_socket(config_.socket), std::runtime_error);
 }
 
+// What a taker got: the connection's socket and who asked, handed from the io thread.
+struct TakenSocket {
+  UniqueFd fd;
+  Peer peer;
+};
+
+class ControlServerHandoverTest : public ControlServerTest {
+ protected:
+  // Installs a taker for "handover" that passes what it gets to taken_.
+  void take_handover_requests() {
+    server_->set_socket_taker("handover", [this](UniqueFd fd, const Peer& peer) {
+      ++takes_;
+      taken_.set_value(TakenSocket{std::move(fd), peer});
+    });
+  }
+
+  // The taker's socket, once it has been called (10 s at most, so a broken server fails).
+  TakenSocket await_taken() {
+    auto future = taken_.get_future();
+    if (future.wait_for(std::chrono::seconds(10)) != std::future_status::ready) {
+      throw std::runtime_error("the taker was not called within 10 s");
+    }
+    return future.get();
+  }
+
+  // Runs `f` on the io thread (where the server's calls belong) and waits for it.
+  template <typename F>
+  void on_io_thread(F f) {
+    std::promise<void> done;
+    boost::asio::post(io_, [&] {
+      f();
+      done.set_value();
+    });
+    done.get_future().wait();
+  }
+
+  // A listening Unix socket bound at the configured path, as the previous ferryd left it.
+  UniqueFd listen_at_socket_path() {
+    std::filesystem::create_directories(dir_ + "/run");
+    UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::strncpy(addr.sun_path, config_.socket.c_str(), sizeof addr.sun_path - 1);
+    if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
+        ::listen(fd.get(), 16) != 0) {
+      throw std::runtime_error(std::string("bind/listen: ") + std::strerror(errno));
+    }
+    return fd;
+  }
+
+  std::atomic<int> takes_{0};
+  std::promise<TakenSocket> taken_;
+};
+
+TEST_F(ControlServerHandoverTest, AnAdminsHandoverRequestHandsItsSocketToTheTakerUnanswered) {
+  make_server();
+  take_handover_requests();
+  start();
+  LineClient c = client();
+  c.send(R"({"cmd":"handover"})"
+         "\n");
+  TakenSocket taken = await_taken();
+  ASSERT_TRUE(taken.fd);
+  EXPECT_EQ(taken.peer.uid, ::getuid());
+  EXPECT_EQ(taken.peer.pid, ::getpid());
+  EXPECT_FALSE(taken.peer.tcp);
+  EXPECT_EQ(::fcntl(taken.fd.get(), F_GETFL) & O_NONBLOCK, 0) << "the taker's copy blocks";
+  EXPECT_EQ(::fcntl(taken.fd.get(), F_GETFD) & FD_CLOEXEC, FD_CLOEXEC);
+
+  // The connection is the taker's now, both ways: raw bytes, no line protocol.
+  c.send("from the successor\n");
+  char got[64] = {};
+  ASSERT_EQ(::recv(taken.fd.get(), got, sizeof got, 0), 19);
+  EXPECT_EQ(std::string(got, 19), "from the successor\n");
+  const std::string raw = "handover frame\n";
+  ASSERT_EQ(::send(taken.fd.get(), raw.data(), raw.size(), MSG_NOSIGNAL),
+            static_cast<ssize_t>(raw.size()));
+  taken.fd.reset();  // with the server's own end closed too, the stream ends here
+  EXPECT_EQ(c.read_line(), "handover frame") << "the taker's bytes, and no JSON response first";
+  EXPECT_EQ(c.read_line(), std::nullopt) << "nothing after them either";
+  EXPECT_EQ(takes_.load(), 1);
+}
+
+TEST_F(ControlServerHandoverTest, OtherCommandsAreAnsweredAsUsualWhileATakerIsSet) {
+  make_server();
+  take_handover_requests();
+  start();
+  LineClient c = client();
+  EXPECT_EQ(c.request(R"({"id":1,"cmd":"echo","args":{"cmd":"handover"}})")["result"]["cmd"],
+            "handover");
+  EXPECT_EQ(c.request(R"({"id":2,"cmd":"admin_only"})")["result"]["done"], true);
+  EXPECT_EQ(c.request(R"({"id":3,"cmd":"handoverx"})")["error"]["code"], "unknown_command");
+  EXPECT_EQ(c.request("[\"handover\"]")["error"]["code"], "bad_request");
+  EXPECT_EQ(takes_.load(), 0);
+}
+
+TEST_F(ControlServerHandoverTest, WithoutATakerTheCommandTablesAnswerComesBack) {
+  table_.add("handover", Access::admin, "the table's own", [](const json&, const Peer&) {
+    return json{{"from", "table"}};
+  });
+  start();
+  LineClient c = client();
+  json r = c.request(R"({"id":4,"cmd":"handover"})");
+  EXPECT_EQ(r["id"], 4);
+  EXPECT_EQ(r["ok"], true);
+  EXPECT_EQ(r["result"]["from"], "table");
+  EXPECT_EQ(c.request(R"({"id":5,"cmd":"help"})")["ok"], true) << "the connection stays";
+}
+
+TEST_F(ControlServerHandoverTest, AServerOnAnInheritedSocketAcceptsOnItAndKeepsItsFile) {
+  UniqueFd inherited = listen_at_socket_path();
+  const int inherited_fd = inherited.get();
+  struct stat before {};
+  ASSERT_EQ(::stat(config_.socket.c_str(), &before), 0);
+  // A client that connected to the predecessor's listener, waiting in its accept queue.
+  LineClient early = client();
+
+  make_server().inherit(std::move(inherited), UniqueFd());
+  start();
+  EXPECT_EQ(server_->unix_fd(), inherited_fd) << "the inherited socket, not a new one";
+  struct stat after {};
+  ASSERT_EQ(::stat(config_.socket.c_str(), &after), 0);
+  EXPECT_EQ(after.st_ino, before.st_ino) << "the socket file was not replaced";
+  EXPECT_EQ(early.request(R"({"id":1,"cmd":"help"})")["ok"], true);
+  EXPECT_EQ(client().request(R"({"id":2,"cmd":"whoami"})")["result"]["uid"], ::getuid());
+
+  // It is this server's file now: stop() removes it.
+  stop_io();
+  server_->stop();
+  struct stat gone {};
+  EXPECT_NE(::lstat(config_.socket.c_str(), &gone), 0);
+}
+
+TEST_F(ControlServerHandoverTest, StopAcceptingKeepsOpenConnectionsAndLeavesTheFileToTheSuccessor) {
+  start();
+  LineClient open = client();
+  EXPECT_EQ(open.request(R"({"id":1,"cmd":"help"})")["ok"], true);
+  ASSERT_GE(server_->unix_fd(), 0);
+  // The successor's copy of the listener, as the handover passes it on.
+  UniqueFd successor(::fcntl(server_->unix_fd(), F_DUPFD_CLOEXEC, 0));
+  ASSERT_TRUE(successor);
+
+  on_io_thread([this] { server_->stop_accepting(); });
+  EXPECT_EQ(server_->unix_fd(), -1);
+  EXPECT_EQ(open.request(R"({"id":2,"cmd":"echo","args":{"n":2}})")["result"]["n"], 2)
+      << "an open connection is still served";
+
+  // A new client lands in the successor's accept queue, not in this server.
+  LineClient late = client();
+  pollfd ready{successor.get(), POLLIN, 0};
+  ASSERT_EQ(::poll(&ready, 1, 10000), 1) << "the new client waits for the successor";
+  UniqueFd accepted(::accept4(successor.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
+  EXPECT_TRUE(accepted) << std::strerror(errno);
+
+  stop_io();
+  server_->stop();
+  struct stat st {};
+  EXPECT_EQ(::lstat(config_.socket.c_str(), &st), 0) << "the socket file stays for the successor";
+  EXPECT_TRUE(S_ISSOCK(st.st_mode));
+}
+
 class ControlServerTcpTest : public ControlServerTest {
  protected:
   void SetUp() override {
@@ -482,6 +646,18 @@ TEST_F(ControlServerTcpTest, TurnsAwayASourceAfterRepeatedFailures) {
          "\n");
   EXPECT_EQ(c.read_line(), std::nullopt);
   EXPECT_EQ(counter("ferry_control_rejected_connections_total", {{"reason", "auth"}}), 6);
+}
+
+TEST_F(ControlServerTcpTest, AHandoverRequestOverTcpIsNotHandedToTheTaker) {
+  make_server();
+  int takes = 0;
+  server_->set_socket_taker("handover", [&takes](UniqueFd, const Peer&) { ++takes; });
+  start();
+  LineClient c = tcp_client();
+  EXPECT_EQ(c.request(R"({"auth":"s3cret"})")["ok"], true);
+  EXPECT_EQ(c.request(R"({"id":1,"cmd":"handover"})")["error"]["code"], "unknown_command");
+  stop_io();
+  EXPECT_EQ(takes, 0);
 }
 
 TEST_F(ControlServerTcpTest, RefusesATokenFileOthersCanRead) {

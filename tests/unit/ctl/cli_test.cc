@@ -147,11 +147,28 @@ TEST(CommandLine, RejectsBadCommandLinesWithAReason) {
   EXPECT_EQ(usage_error({"status", "--json=yes"}), "--json takes no value (see ferryctl --help)");
 }
 
+TEST(CommandLine, UpgradeIsACommandOfItsOwnWithoutArguments) {
+  Invocation inv = parse({"upgrade"});
+  EXPECT_EQ(inv.command, Command::upgrade);
+  EXPECT_EQ(wire_command(Command::upgrade), "upgrade");
+  Invocation with_options =
+      parse({"--json", "upgrade", "--socket=/tmp/u.sock", "--timeout-ms", "0"});
+  EXPECT_EQ(with_options.command, Command::upgrade);
+  EXPECT_TRUE(with_options.json);
+  EXPECT_EQ(with_options.socket_path, "/tmp/u.sock");
+  EXPECT_EQ(with_options.timeout_ms, 0);
+  EXPECT_EQ(usage_error({"upgrade", "now"}),
+            "upgrade takes no arguments, got 'now' (see ferryctl --help)");
+  EXPECT_EQ(usage_error({"upgrade", "--count", "2"}),
+            "--count only applies to watch and top (see ferryctl --help)");
+}
+
 TEST(CommandLine, UsageDocumentsEveryCommandAndExitCode) {
   std::string usage = usage_text();
-  for (const char* word : {"status", "stats [PREFIX...]", "services", "workers", "config", "reload",
-                           "watch [PREFIX...]", "help", "--socket", "--json", "--timeout-ms",
-                           "--interval-ms", "--count", "FERRY_SOCKET", "/run/ferry/ferryd.sock"}) {
+  for (const char* word :
+       {"status", "stats [PREFIX...]", "services", "workers", "config", "reload", "\n  upgrade ",
+        "watch [PREFIX...]", "help", "--socket", "--json", "--timeout-ms", "--interval-ms",
+        "--count", "FERRY_SOCKET", "/run/ferry/ferryd.sock"}) {
     EXPECT_NE(usage.find(word), std::string::npos) << word;
   }
   for (const char* code : {"\n  0  ", "\n  1  ", "\n  2  ", "\n  3  ", "\n  4  ", "\n  5  "}) {

@@ -289,6 +289,117 @@ TEST_F(FlowTableTest, SizesOtherThanAPowerOfTwoOfAtLeastABucketAreRefused) {
   EXPECT_EQ(table.memory_bytes(), 65536u * 65u) << "64 B entry + 1 B tag";
 }
 
+// A handover: the flows of one ferryd's table, carried into the next ferryd's table of the same
+// size, keep their backends there as they would have in the old one.
+TEST_F(FlowTableTest, CarriedFlowsKeepTheirBackendsInAFreshTableOfTheSameCapacity) {
+  FlowTable old_table(65536, kTimeout, counters_);
+  std::map<std::uint16_t, std::string> made;
+  for (std::uint16_t port = 1000; port < 3000; ++port) {
+    made[port] = backend_name(three_, lookup(old_table, three_, request_of(port), 0));
+  }
+  FlowTable::Carried carried = old_table.carry();
+  EXPECT_EQ(carried.capacity, 65536u);
+  ASSERT_EQ(carried.slots.size(), old_table.entries_in_use());
+  ASSERT_EQ(carried.tags.size(), carried.slots.size());
+  ASSERT_EQ(carried.entries.size(), carried.slots.size());
+  for (std::uint8_t tag : carried.tags) EXPECT_NE(tag, 0u);
+  EXPECT_EQ(std::set<std::uint32_t>(carried.slots.begin(), carried.slots.end()).size(),
+            carried.slots.size());
+
+  FlowCounters new_counters;
+  FlowTable new_table(65536, kTimeout, new_counters);
+  ASSERT_TRUE(new_table.take(carried));
+  EXPECT_EQ(new_table.entries_in_use(), old_table.entries_in_use());
+  EXPECT_EQ(new_counters.entries.value(), static_cast<std::int64_t>(old_table.entries_in_use()));
+
+  // The backend set changed across the upgrade (one added in front, every index moved): the
+  // carried entries, not Maglev, answer, exactly as the old table would have.
+  packet::ServiceTable four =
+      services({"10.2.0.9:53", "10.2.0.2:53", "10.2.0.3:53", "10.2.0.4:53"});
+  int maglev_moves = 0;
+  for (const auto& [port, backend] : made) {
+    EXPECT_EQ(backend_name(four, lookup(new_table, four, request_of(port), 10)), backend) << port;
+    maglev_moves += backend_name(four, maglev(four, request_of(port))) != backend;
+  }
+  EXPECT_GT(maglev_moves, 300) << "without the carried entries, these flows would have moved";
+  EXPECT_EQ(new_counters.hits.value(), 2000u);
+  EXPECT_EQ(new_counters.misses.value(), 0u);
+  EXPECT_EQ(new_counters.reassigned.value(), 0u);
+}
+
+TEST_F(FlowTableTest, CarriedFlowsKeepTheirAgesAndExpireOnTime) {
+  FlowTable old_table(64, kTimeout, counters_);
+  lookup(old_table, three_, request_of(40000), 100);
+  lookup(old_table, three_, request_of(40001), 500);
+  FlowCounters new_counters;
+  FlowTable new_table(64, kTimeout, new_counters);
+  ASSERT_TRUE(new_table.take(old_table.carry()));
+  EXPECT_EQ(new_table.entries_in_use(), 2u);
+  EXPECT_EQ(new_table.sweep(100 + kTimeout, new_table.capacity()), 1u) << "the one seen at 100";
+  EXPECT_EQ(new_table.sweep(500 + kTimeout, new_table.capacity()), 1u) << "the one seen at 500";
+  EXPECT_EQ(new_table.entries_in_use(), 0u);
+}
+
+TEST_F(FlowTableTest, AnEmptyTableCarriesNothing) {
+  FlowTable old_table(64, kTimeout, counters_);
+  FlowTable::Carried carried = old_table.carry();
+  EXPECT_EQ(carried.capacity, 64u);
+  EXPECT_TRUE(carried.slots.empty());
+  FlowCounters new_counters;
+  FlowTable new_table(64, kTimeout, new_counters);
+  EXPECT_TRUE(new_table.take(carried));
+  EXPECT_EQ(new_table.entries_in_use(), 0u);
+}
+
+TEST_F(FlowTableTest, ATableOfAnotherCapacityTakesNothing) {
+  FlowTable old_table(64, kTimeout, counters_);
+  for (std::uint16_t port = 40000; port < 40020; ++port) {
+    lookup(old_table, three_, request_of(port), 0);
+  }
+  FlowTable::Carried carried = old_table.carry();
+  ASSERT_FALSE(carried.slots.empty());
+  for (std::uint32_t capacity : {128u, 32u, 0u}) {
+    SCOPED_TRACE(capacity);
+    FlowCounters new_counters;
+    FlowTable new_table(capacity, kTimeout, new_counters);
+    EXPECT_FALSE(new_table.take(carried));
+    EXPECT_EQ(new_table.entries_in_use(), 0u);
+    EXPECT_EQ(new_counters.entries.value(), 0);
+    if (capacity == 0) continue;
+    lookup(new_table, three_, request_of(40000), 1);
+    EXPECT_EQ(new_counters.misses.value(), 1u) << "the flow starts over on Maglev's choice";
+  }
+}
+
+TEST_F(FlowTableTest, TakeRefusesASlotOutOfRangeOrGivenTwice) {
+  FlowTable old_table(64, kTimeout, counters_);
+  for (std::uint16_t port = 40000; port < 40004; ++port) {
+    lookup(old_table, three_, request_of(port), 0);
+  }
+  const FlowTable::Carried good = old_table.carry();
+  ASSERT_GE(good.slots.size(), 2u);
+
+  FlowTable::Carried out_of_range = good;
+  out_of_range.slots.back() = 64;
+  FlowTable::Carried twice = good;
+  twice.slots[1] = twice.slots[0];
+  FlowTable::Carried free_tag = good;
+  free_tag.tags[0] = 0;  // 0 marks a free slot: not a flow
+  FlowTable::Carried short_tags = good;
+  short_tags.tags.pop_back();
+  FlowTable::Carried short_entries = good;
+  short_entries.entries.pop_back();
+  for (const auto& [what, carried] :
+       {std::pair{"slot out of range", &out_of_range}, std::pair{"slot twice", &twice},
+        std::pair{"free tag", &free_tag}, std::pair{"fewer tags", &short_tags},
+        std::pair{"fewer entries", &short_entries}}) {
+    SCOPED_TRACE(what);
+    FlowCounters new_counters;
+    FlowTable new_table(64, kTimeout, new_counters);
+    EXPECT_THROW(new_table.take(*carried), std::invalid_argument);
+  }
+}
+
 TEST(FlowTableClock, IsMonotonicMilliseconds) {
   std::uint32_t a = FlowTable::clock_ms();
   std::uint32_t b = FlowTable::clock_ms();

@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <set>
 #include <vector>
 
@@ -127,6 +128,85 @@ TEST_F(UmemSlabTest, RejectsGeometryThatDoesNotFit) {
   EXPECT_THROW(UmemSlab(umem_, 3000, 0, 4), std::invalid_argument);
   EXPECT_THROW(UmemSlab(umem_, kFrameBytes, 60, 8), std::invalid_argument);
   EXPECT_THROW(UmemSlab(umem_, kFrameBytes, 0, 0), std::invalid_argument);
+}
+
+// A handover: the free stack becomes exactly what the previous ferryd's slab had free.
+TEST_F(UmemSlabTest, RestoreFreeMakesTheFreeStackExactlyTheGivenFrames) {
+  UmemSlab slab(umem_, kFrameBytes, 8, 16);
+  const std::vector<std::uint64_t> handed = {12 * kFrameBytes, 9 * kFrameBytes, 23 * kFrameBytes,
+                                             8 * kFrameBytes};
+  slab.restore_free(handed);
+  EXPECT_EQ(slab.free_count(), 4u);
+  EXPECT_EQ(std::vector<std::uint64_t>(slab.free_frames().begin(), slab.free_frames().end()),
+            handed)
+      << "bottom first, in the order given";
+  for (std::uint32_t f = 8; f < 24; ++f) {
+    bool given = std::find(handed.begin(), handed.end(), f * kFrameBytes) != handed.end();
+    EXPECT_EQ(slab.is_free(f * kFrameBytes), given) << "frame " << f;
+  }
+
+  // alloc() hands out only those, the top of the stack first, then runs dry.
+  std::vector<std::uint64_t> got;
+  std::uint64_t one = 0;
+  while (slab.alloc({&one, 1}) == 1) got.push_back(one);
+  EXPECT_EQ(got, (std::vector<std::uint64_t>{8 * kFrameBytes, 23 * kFrameBytes, 9 * kFrameBytes,
+                                             12 * kFrameBytes}));
+  EXPECT_EQ(slab.free_count(), 0u);
+}
+
+TEST_F(UmemSlabTest, AfterRestoreFreeTheFramesThatWereOutMayBeFreedAndTheFreeOnesNot) {
+  UmemSlab slab(umem_, kFrameBytes, 8, 16);
+  const std::vector<std::uint64_t> handed = {10 * kFrameBytes, 11 * kFrameBytes};
+  slab.restore_free(handed);
+  // Frame 15 was in a ring: it comes back (at any address inside it, as rx descriptors do).
+  std::uint64_t out_frame = 15 * kFrameBytes + 256;
+  SlabFreeResult back = slab.free({&out_frame, 1});
+  EXPECT_EQ(back.freed, 1u);
+  EXPECT_EQ(back.double_free, 0u);
+  EXPECT_EQ(slab.free_count(), 3u);
+  EXPECT_TRUE(slab.is_free(15 * kFrameBytes));
+  // Frame 10 was handed over free: freeing it again is a double free, not a second copy.
+  std::uint64_t free_frame = 10 * kFrameBytes;
+  SlabFreeResult twice = slab.free({&free_frame, 1});
+  EXPECT_EQ(twice.freed, 0u);
+  EXPECT_EQ(twice.double_free, 1u);
+  EXPECT_EQ(slab.free_count(), 3u);
+}
+
+TEST_F(UmemSlabTest, RestoreFreeOfEveryFrameOrNoneIsAccepted) {
+  UmemSlab slab(umem_, kFrameBytes, 0, 4);
+  std::vector<std::uint64_t> all = {0, kFrameBytes, 2 * kFrameBytes, 3 * kFrameBytes};
+  slab.restore_free(all);
+  EXPECT_EQ(slab.free_count(), 4u);
+  slab.restore_free({});
+  EXPECT_EQ(slab.free_count(), 0u);
+  std::uint64_t one = 0;
+  EXPECT_EQ(slab.alloc({&one, 1}), 0u);
+  EXPECT_EQ(slab.free(all).freed, 4u) << "every frame was out";
+}
+
+TEST_F(UmemSlabTest, RestoreFreeRefusesAddressesThatAreNotFreeFramesOfThisSlabAndChangesNothing) {
+  UmemSlab slab(umem_, kFrameBytes, 8, 4);  // frames 8..11
+  std::vector<std::uint64_t> taken(1);
+  ASSERT_EQ(slab.alloc(taken), 1u);  // three free, one out: a state a bad call must not touch
+  const std::vector<std::uint64_t> before(slab.free_frames().begin(), slab.free_frames().end());
+  const std::vector<std::vector<std::uint64_t>> refused = {
+      {8 * kFrameBytes, 12 * kFrameBytes},                   // past the end
+      {7 * kFrameBytes},                                     // before the start
+      {9 * kFrameBytes + 64},                                // inside a frame, not its base
+      {9 * kFrameBytes, 10 * kFrameBytes, 9 * kFrameBytes},  // given twice
+      // more addresses than the slab has frames
+      {8 * kFrameBytes, 9 * kFrameBytes, 10 * kFrameBytes, 11 * kFrameBytes, 8 * kFrameBytes},
+  };
+  for (const auto& addrs : refused) {
+    SCOPED_TRACE(testing::Message() << addrs.size() << " addresses, first " << addrs.front());
+    EXPECT_THROW(slab.restore_free(addrs), std::invalid_argument);
+    EXPECT_EQ(slab.free_count(), 3u);
+    EXPECT_EQ(std::vector<std::uint64_t>(slab.free_frames().begin(), slab.free_frames().end()),
+              before);
+    EXPECT_FALSE(slab.is_free(taken[0]));
+    for (std::uint64_t addr : before) EXPECT_TRUE(slab.is_free(addr));
+  }
 }
 
 }  // namespace
