@@ -330,6 +330,7 @@ void Daemon::State::commit_handover(pid_t successor) {
   if (fastpath) fastpath->handed_over();
   link_watch.reset();
   fastpath.reset();
+  if (xdp) xdp->handed_over();
   xdp.reset();  // the links run the successor's program; closing the fds detaches nothing
   if (announcer) announcer->release();  // the routes are the successor's
   announcer.reset();

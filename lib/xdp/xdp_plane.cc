@@ -33,7 +33,11 @@ XdpPlane::XdpPlane(metrics::Registry& registry) {
 XdpPlane::~XdpPlane() {
   metrics_.reset();
   for (auto& [name, attachment] : attachments_) {
-    log::info("{}: detaching XDP program", name);
+    if (handed_over_) {
+      log::info("{}: XDP link handed over; this process's copy closed", name);
+    } else {
+      log::info("{}: detaching XDP program", name);
+    }
     attachment.reset();
   }
   attachments_.clear();

@@ -53,6 +53,9 @@ class XdpPlane {
   // Old side, when the handover failed after the successor swapped its program in: this
   // program runs on the links again. Logs what it cannot undo.
   void reclaim_links() noexcept;
+  // Old side, once the successor serves: the links are its; the destructor only closes this
+  // process's copies (and says so).
+  void handed_over() { handed_over_ = true; }
 
   // {"program_loaded":bool,"interfaces":[{"name","ifindex","mode","attached"}]}
   nlohmann::json status() const;
@@ -66,6 +69,7 @@ class XdpPlane {
   std::unique_ptr<XdpProgram> program_;
   XdpMapSync maps_;
   std::map<std::string, std::unique_ptr<XdpAttachment>> attachments_;  // by interface name
+  bool handed_over_ = false;
   metrics::Registry::Handle metrics_;  // first to go: the collector reads the members above
 };
 
