@@ -233,8 +233,9 @@ int Daemon::run() {
   const bool handed_over = s.handed_over.load();
   if (handed_over) {
     // The successor serves and systemd follows it; the open connections here drain.
-    log::notice("handed over: draining {} open TCP connection(s) for up to {} ms",
-                s.tcp ? s.tcp->status().value("connections", 0) : 0,
+    // Echo connections close at once; proxied ones finish within the drain timeout.
+    std::int64_t proxied = s.tcp ? s.tcp->status()["proxy"].value("connections", 0) : 0;
+    log::notice("handed over: draining {} proxied TCP connection(s) for up to {} ms", proxied,
                 s.config->tcp.proxy.drain_timeout_ms);
   } else {
     s.notifier.stopping();
