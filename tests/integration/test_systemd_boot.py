@@ -7,8 +7,11 @@ ferryd's STATUS= line and the unit's identity, capabilities and filters in force
 works for a member of group ferry and is refused to others; systemctl reload applies a changed
 config and refuses a broken one while the old one keeps serving; a SIGSTOPped ferryd is killed by
 the watchdog and restarted; systemctl stop leaves no XDP program, control socket or AF_XDP socket,
-and the veth then carries traffic to a kernel socket on the same port; powering the container off
-leaves nothing on the host."""
+and the veth then carries traffic to a kernel socket on the same port; ferryctl upgrade (twice, then
+SIGUSR2 through systemctl kill) hands over with the unit active throughout, systemd following the
+new process (MainPID, its STATUS= and watchdog pings, no restart counted) and UDP answered; a
+package upgrade hands over in postinst, and restarts ferryd only when the handover fails and the
+new binary accepts the config; powering the container off leaves nothing on the host."""
 import contextlib
 import ipaddress
 import json
@@ -17,6 +20,7 @@ import re
 import signal
 import socket
 import subprocess
+import threading
 import time
 
 import deb as deb_cache
@@ -27,6 +31,8 @@ from test_systemd_unit import unit_caps, unit_settings
 UDP_PORT = 5300
 UDP_PORT_ADDED = 5301  # the service a reload adds
 TCP_PORT = 80  # below 1024: CAP_NET_BIND_SERVICE from the unit is what lets ferryd listen here
+PROXY_PORT = 8080  # the upgrade tests' TCP proxy, to PROXY_BACKEND
+PROXY_BACKEND = ("127.0.0.1", 7007)  # a TCP echo server in the container (not ferry's)
 CONFIG = "/etc/ferry/ferryd.json"
 ANNOUNCE_TABLE = 100
 SOCKET = "/run/ferry/ferryd.sock"
@@ -41,6 +47,7 @@ class Lab:
     def __init__(self):
         self.container = Container()
         self.installed = False
+        self.deb = None  # the package installed, on this host
         self.install_error = None
         self.boot_error = None
         self.config = None
@@ -115,16 +122,20 @@ def xsk_tx_packets(c):
     return sum(s["value"] for f in fams for s in f["samples"])
 
 
-def ferry_config(l, added_service=False, announce=False):
+def ferry_config(l, added_service=False, announce=False, proxy=False):
     """The container's config: the AF_XDP fast path on host0 with a UMEM of 1024 x 2048 bytes (the
     container's memlock hard limit is 8 MiB, which LimitMEMLOCK=infinity cannot raise), a UDP
-    reflect service and a TCP echo service on the container's address."""
+    reflect service and a TCP echo service on the container's address (and with proxy, a TCP
+    proxy service to PROXY_BACKEND)."""
     services = [{"name": "reflect", "vip": l.vip, "port": UDP_PORT, "protocols": ["udp"],
                  "mode": "reflect"},
                 {"name": "echo", "vip": l.vip, "port": TCP_PORT, "protocols": ["tcp"], "mode": "echo"}]
     if added_service:
         services.append({"name": "reflect-added", "vip": l.vip, "port": UDP_PORT_ADDED,
                          "protocols": ["udp"], "mode": "reflect"})
+    if proxy:
+        services.append({"name": "proxy", "vip": l.vip, "port": PROXY_PORT, "protocols": ["tcp"],
+                         "mode": "proxy", "backends": ["%s:%d" % PROXY_BACKEND]})
     extra = {"announce": {"table": ANNOUNCE_TABLE, "withdraw_grace_ms": 200}} if announce else {}
     return json.dumps({
         **extra,
@@ -175,9 +186,9 @@ def check_udp_served(l, port, what, count=20):
     return res
 
 
-def check_tcp_echo(l, what):
+def check_tcp_echo(l, what, port=TCP_PORT):
     payload = f"ferry-boot {what}".encode()
-    with socket.create_connection((l.vip, TCP_PORT), timeout=10, source_address=(l.host_addr, 0)) as s:
+    with socket.create_connection((l.vip, port), timeout=10, source_address=(l.host_addr, 0)) as s:
         s.sendall(payload)
         got = b""
         while len(got) < len(payload):
@@ -185,7 +196,7 @@ def check_tcp_echo(l, what):
             if not chunk:
                 break
             got += chunk
-    check_eq(got, payload, f"TCP echo on {l.vip}:{TCP_PORT} {what}")
+    check_eq(got, payload, f"TCP echo on {l.vip}:{port} {what}")
 
 
 def check_serves(l, what, ports=(UDP_PORT,)):
@@ -217,6 +228,7 @@ def install(l):
 def install_package(l):
     c = l.container
     path, seconds = deb_cache.package(BUILD_BUDGET_S)
+    l.deb = path
     print(f"  {os.path.basename(path)}: " + (f"built in {seconds:.0f} s" if seconds is not None
                                              else f"already built for this tree ({os.path.dirname(path)})"),
           flush=True)
@@ -234,11 +246,11 @@ def install_package(l):
         c.run("useradd", "--no-create-home", *groups, user)
 
 
-def serving(l, added_service=False, announce=False):
+def serving(l, added_service=False, announce=False, proxy=False):
     """ferryd running the lab config (of the given shape), started if need be."""
     c = l.container
     install(l)
-    text = ferry_config(l, added_service, announce)
+    text = ferry_config(l, added_service, announce, proxy)
     if l.config != text or unit(c, "ActiveState") != "active":
         c.write(CONFIG, text)
         c.run("systemctl", "restart", "ferryd", timeout=90)
@@ -530,6 +542,436 @@ def stop_leaves_no_xdp_program_no_socket_and_the_veth_to_the_kernel(w):
         echo.wait()
 
 
+# Samples ferryd.service from inside the container until the file $1 exists, as fast as systemctl
+# answers: is-active's exit status and answer, MainPID, SubState.
+WATCH_UNIT = r"""
+while [ ! -e "$1" ]; do
+    state=$(systemctl is-active ferryd.service); rc=$?
+    echo "$rc $state $(systemctl show -P MainPID ferryd.service) $(systemctl show -P SubState ferryd.service)"
+done
+"""
+
+
+class UnitWatch:
+    """`with UnitWatch(c) as watch:` samples the unit while the block runs; then watch.samples is
+    [(is-active's exit status, its answer, MainPID, SubState)] and watch.pids the MainPIDs in the
+    order they came (each once)."""
+
+    def __init__(self, c):
+        self.c = c
+        self.stop_file = f"/run/ferry-unit-watch-{os.getpid()}-{time.monotonic_ns()}"
+        self.proc = None
+        self.samples = []
+
+    def __enter__(self):
+        self.proc = subprocess.Popen(["nsenter", "-t", str(self.c.pid), "-a", "sh", "-c", WATCH_UNIT,
+                                      "sh", self.stop_file],
+                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        self.first = self.proc.stdout.readline()  # sampling has begun
+        return self
+
+    def __exit__(self, *exc):
+        self.c.run("touch", self.stop_file)
+        try:
+            out, _ = self.proc.communicate(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            out, _ = self.proc.communicate()
+        self.c.run("rm", "-f", self.stop_file)
+        for line in (self.first + out).splitlines():
+            parts = line.split()
+            self.samples.append((int(parts[0]), *parts[1:4]) if len(parts) == 4 else (None, line, "", ""))
+
+    @property
+    def pids(self):
+        seen = []
+        for s in self.samples:
+            if not seen or seen[-1] != s[2]:
+                seen.append(s[2])
+        return seen
+
+    def check_active_throughout(self, pids, what):
+        bad = [s for s in self.samples if s[:2] != (0, "active") or s[3] != "running"]
+        check(not bad, f"{what}: systemctl is-active and SubState in {len(self.samples)} samples: "
+              f"{bad[:10]}")
+        check_eq(self.pids, list(pids), f"{what}: MainPID over {len(self.samples)} samples")
+
+
+class UdpDuring:
+    """Round trips to the reflect service, one at a time from a thread, while the block runs;
+    then .res is udp_round_trips' count over all of them."""
+
+    def __init__(self, l):
+        self.l = l
+        self.res = {"ok": 0, "lost": 0, "retries": 0}
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self):
+        while not self.stop.is_set():
+            for k, v in udp_round_trips(self.l, UDP_PORT, count=10, tag="during").items():
+                self.res[k] += v
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop.set()
+        self.thread.join(timeout=30)
+
+
+def journal_cursor(c):
+    out = c.run("journalctl", "-n", "1", "--show-cursor", "--no-pager", "-o", "cat").stdout
+    m = re.search(r"^-- cursor: (\S+)", out, re.M)
+    check(m, f"journalctl --show-cursor: {out}")
+    return m.group(1)
+
+
+def journal_after(c, cursor):
+    """ferryd.service's journal (ferryd's lines and systemd's about the unit) after `cursor`."""
+    return c.run("journalctl", "-u", "ferryd", f"--after-cursor={cursor}", "--no-pager",
+                 "-o", "cat").stdout
+
+
+def echo_on(conn, payload):
+    conn.sendall(payload)
+    got = b""
+    while len(got) < len(payload):
+        chunk = conn.recv(4096)
+        if not chunk:
+            break
+        got += chunk
+    return got
+
+
+def watchdog_sec():
+    return int(re.fullmatch(r"(\d+)s", unit_settings()["WatchdogSec"][0]).group(1))
+
+
+UPGRADE_STATUS = status_text(4, 2)  # the upgrade tests' config: two UDP services, echo and proxy
+UPGRADE_PORTS = (UDP_PORT, UDP_PORT_ADDED)
+
+
+# The proxy's backend, a unit of its own in the container: a proxied connection a handover leaves
+# with the old ferryd must have its other end outside ferryd (which closes its echo connections at
+# once when it stops).
+PROXY_BACKEND_SERVER = r"""
+import socket, sys, threading
+listener = socket.create_server((sys.argv[1], int(sys.argv[2])))
+def echo(conn):
+    with conn:
+        while data := conn.recv(65536):
+            conn.sendall(data)
+while True:
+    threading.Thread(target=echo, args=(listener.accept()[0],), daemon=True).start()
+"""
+
+
+def upgrade_lab(l):
+    """ferryd serving the upgrade tests' config, with the proxy's backend running."""
+    c = l.container
+    if c.run("systemctl", "is-active", "--quiet", "ferry-proxy-backend", check=False).returncode != 0:
+        c.run("systemd-run", "--unit=ferry-proxy-backend", "python3", "-c", PROXY_BACKEND_SERVER,
+              *map(str, PROXY_BACKEND))
+        wait_until(lambda: c.run("python3", "-c", "import socket, sys; socket.create_connection("
+                                 "(sys.argv[1], int(sys.argv[2])), timeout=1)",
+                                 *map(str, PROXY_BACKEND), check=False).returncode == 0,
+                   10, "the proxy's backend to listen")
+    return serving(l, added_service=True, proxy=True)
+
+
+def check_upgrade_lab_serves(l, what):
+    check_serves(l, what, ports=UPGRADE_PORTS)
+    check_tcp_echo(l, f"{what}, through the proxy", port=PROXY_PORT)
+
+
+def check_handed_over(l, old, new, restarts, cursor, what, binary="/usr/sbin/ferryd"):
+    """After a handover from pid `old` to `new` under systemd: the unit follows the new process
+    (MainPID, active/running, no restart counted, its STATUS= line), the old one exits, and the
+    journal tells the handover and nothing of a stop or start. Returns the journal."""
+    c = l.container
+    wait_until(lambda: c.run("test", "-e", f"/proc/{old}", check=False).returncode != 0, 20,
+               f"{what}: the old ferryd (pid {old}) to exit", interval=0.1)
+    props = unit(c, "MainPID", "ActiveState", "SubState", "NRestarts", "Result")
+    check_eq((props["MainPID"], props["ActiveState"], props["SubState"], props["NRestarts"],
+              props["Result"]), (new, "active", "running", str(restarts), "success"),
+             f"{what}: the unit after the handover {props}")
+    # Only a READY=1 of the new process (the main one now, for NotifyAccess=main) sets this: the
+    # old one's last word was "handed over to pid N; draining".
+    wait_until(lambda: unit(c, "StatusText") == UPGRADE_STATUS, 10,
+               f"{what}: STATUS= from the new ferryd")
+    status = ctl(c, "status")
+    check_eq((status["pid"], (status.get("handover") or {}).get("from_pid")), (int(new), int(old)),
+             f"{what}: ferryctl status answered by the new ferryd")
+    check_eq(c.run("readlink", f"/proc/{new}/exe").stdout.strip(), binary,
+             f"{what}: the new process runs the binary on disk")
+
+    def journal_done():
+        text = journal_after(c, cursor)
+        return text if "ferryd stopped after handing over" in text else None
+    journal = wait_until(journal_done, 10, f"{what}: the old ferryd's last line in the journal")
+    for line in (f"upgrade: handed over to ferryd pid {new}", f"takeover: serving in place of pid {old}",
+                 "ferryd stopped after handing over"):
+        check(line in journal, f"{what}: '{line}' in the journal:\n{journal}")
+    # Nothing of a stop or a start, no notification refused, no main process lost.
+    for line in ("Stopping ferry", "Stopped ferry", "Starting ferry", "Watchdog timeout",
+                 "reception only permitted for main PID", "Main process exited"):
+        check(line not in journal, f"{what}: no '{line}' in the journal:\n{journal}")
+    return journal
+
+
+def ferryctl_upgrade_hands_over_and_the_unit_follows_the_new_process(w):
+    l = lab(w)
+    c = upgrade_lab(l)
+    props = unit(c, "MainPID", "NRestarts")
+    old, restarts = props["MainPID"], int(props["NRestarts"])
+    cursor = journal_cursor(c)
+    held = socket.create_connection((l.vip, PROXY_PORT), timeout=10, source_address=(l.host_addr, 0))
+    with held:
+        check_eq(echo_on(held, b"before the upgrade"), b"before the upgrade",
+                 "a TCP connection through the proxy, held open")
+        with UnitWatch(c) as watch, UdpDuring(l) as udp:
+            r = c.run("ferryctl", "upgrade", check=False, timeout=90)
+            time.sleep(0.5)  # samples after it too, of the unit as it stays
+        check_eq(r.returncode, 0, f"ferryctl upgrade: {r.stdout} {r.stderr}")
+        m = re.fullmatch(rf"upgrade: ferryd {old} handed over to (\d+) in ([\d.]+) ms "
+                         rf"\(fast path paused (\d+) us\)\n", r.stdout)
+        check(m, f"ferryctl upgrade's line: {r.stdout!r}")
+        new = m.group(1)
+        print(f"  ferryctl upgrade: pid {old} -> {new} in {m.group(2)} ms, fast path paused "
+              f"{m.group(3)} us; {len(watch.samples)} samples of the unit, UDP during it: {udp.res}",
+              flush=True)
+        watch.check_active_throughout([old, new], "during ferryctl upgrade")
+        check_eq(udp.res["lost"], 0, f"UDP round trips during the upgrade: {udp.res}")
+        # The connection stays with the old process, which drains it (a second process in the
+        # unit's cgroup, no longer its main one); closing it lets the old one exit.
+        check(c.run("test", "-e", f"/proc/{old}", check=False).returncode == 0,
+              f"the old ferryd (pid {old}) drains the held connection")
+        check_eq(echo_on(held, b"after the upgrade"), b"after the upgrade",
+                 "the held TCP connection, served by the draining ferryd")
+    check_handed_over(l, old, new, restarts, cursor, "ferryctl upgrade")
+    check_upgrade_lab_serves(l, "after ferryctl upgrade")
+
+    # The watchdog: systemd takes WATCHDOG=1 from the new process (WatchdogTimestamp moves) and,
+    # past WatchdogSec=, has not killed it.
+    handed = int(unit(c, "WatchdogTimestampMonotonic"))
+    deadline = time.monotonic() + watchdog_sec() + 3
+    while time.monotonic() < deadline:
+        props = unit(c, "MainPID", "NRestarts", "ActiveState")
+        check_eq((props["MainPID"], props["NRestarts"], props["ActiveState"]),
+                 (new, str(restarts), "active"), "the new ferryd under the watchdog")
+        time.sleep(0.5)
+    fed = int(unit(c, "WatchdogTimestampMonotonic"))
+    check(fed > handed, f"WATCHDOG=1 from the new ferryd accepted ({handed} -> {fed})")
+    print(f"  {watchdog_sec() + 3} s later: pid {new} still the unit's, watchdog pings accepted "
+          f"({(fed - handed) / 1e6:.1f} s of them since the handover)", flush=True)
+
+    # A second handover, from the process that took over, and a third by SIGUSR2 through systemd.
+    old, cursor = new, journal_cursor(c)
+    with UnitWatch(c) as watch, UdpDuring(l) as udp:
+        answer = json.loads(c.run("ferryctl", "upgrade", "--json", timeout=90).stdout)
+        time.sleep(0.5)
+    check_eq(answer["old_pid"], int(old), f"ferryctl upgrade --json: {answer}")
+    new = str(answer["new_pid"])
+    print(f"  second upgrade: pid {old} -> {new} in {answer['took_ms']:.1f} ms, paused "
+          f"{answer['pause_us']:.0f} us; UDP during it: {udp.res}", flush=True)
+    watch.check_active_throughout([old, new], "during the second ferryctl upgrade")
+    check_eq(udp.res["lost"], 0, f"UDP round trips during the second upgrade: {udp.res}")
+    check_handed_over(l, old, new, restarts, cursor, "the second ferryctl upgrade")
+    check_upgrade_lab_serves(l, "after the second ferryctl upgrade")
+
+    old, cursor = new, journal_cursor(c)
+    with UnitWatch(c) as watch:
+        c.run("systemctl", "kill", "--kill-who=main", "--signal=SIGUSR2", "ferryd")
+
+        def took_over():
+            pid = unit(c, "MainPID")
+            return pid if pid not in (old, "0") else None
+        new = wait_until(took_over, 60, "systemd to follow the SIGUSR2 handover", interval=0.1)
+        time.sleep(0.5)
+    watch.check_active_throughout([old, new], "during the SIGUSR2 handover")
+    journal = check_handed_over(l, old, new, restarts, cursor, "SIGUSR2")
+    check("upgrade (SIGUSR2): started /usr/sbin/ferryd" in journal, f"SIGUSR2 in the journal:\n{journal}")
+    check_upgrade_lab_serves(l, "after three handovers")
+
+    # systemd says it is "Supervising process N which is not our child" (the old ferryd started
+    # it); with the old one gone it is PID 1's child, and its death is seen: a SIGKILL restarts it.
+    c.run("kill", "-KILL", new)
+
+    def restarted():
+        p = unit(c, "MainPID", "NRestarts", "ActiveState")
+        return p if (int(p["NRestarts"]) == restarts + 1 and p["MainPID"] not in ("0", new)
+                     and p["ActiveState"] == "active") else None
+    props = wait_until(restarted, 30, "systemd to restart the killed successor", interval=0.3)
+    print(f"  SIGKILL of pid {new} (started by a handover): restarted as {props['MainPID']}",
+          flush=True)
+    check_upgrade_lab_serves(l, "after the SIGKILL restart")
+
+
+# Builds of the test's package that refuse what the old ferryd asks of them: /usr/sbin/ferryd is
+# one of these scripts (the real binary beside it, /usr/sbin/ferryd.real).
+FERRYD_REFUSING_TAKEOVER = """#!/bin/sh
+case " $* " in *" --takeover "*) echo "ferryd (test build): no takeover" >&2; exit 70 ;; esac
+exec /usr/sbin/ferryd.real "$@"
+"""
+FERRYD_REJECTING_CONFIG = """#!/bin/sh
+echo "/etc/ferry/ferryd.json:1:1: (test build) this ferryd rejects every config" >&2
+exit 78
+"""
+
+
+def repacked(l, w, version, ferryd_script=None):
+    """The installed package as version `version`: to dpkg, a newer build (every file is unpacked
+    again, /usr/sbin/ferryd becomes a new inode while the old ferryd runs the deleted one, and
+    the maintainer scripts are this tree's), without the minutes a second dpkg-buildpackage
+    takes. With ferryd_script, /usr/sbin/ferryd is that script and the binary
+    /usr/sbin/ferryd.real. Returns its path in the container."""
+    tree = os.path.join(w.path, f"deb-{version}")
+    subprocess.run(["dpkg-deb", "-R", l.deb, tree], check=True)
+    control = os.path.join(tree, "DEBIAN", "control")
+    with open(control) as f:
+        text = f.read()
+    with open(control, "w") as f:
+        f.write(re.sub(r"^Version: .*$", f"Version: {version}", text, flags=re.M))
+    if ferryd_script:
+        sbin = os.path.join(tree, "usr", "sbin")
+        os.rename(os.path.join(sbin, "ferryd"), os.path.join(sbin, "ferryd.real"))
+        with open(os.path.join(sbin, "ferryd"), "w") as f:
+            f.write(ferryd_script)
+        os.chmod(os.path.join(sbin, "ferryd"), 0o755)
+        sums = subprocess.run(["find", "usr", "-type", "f", "-exec", "md5sum", "{}", "+"], cwd=tree,
+                              capture_output=True, text=True, check=True).stdout
+        with open(os.path.join(tree, "DEBIAN", "md5sums"), "w") as f:
+            f.write("".join(sorted(sums.splitlines(keepends=True), key=lambda s: s.split()[1])))
+    out = os.path.join(w.path, f"ferry_{version}_amd64.deb")
+    subprocess.run(["dpkg-deb", "--root-owner-group", "-b", tree, out], check=True,
+                   capture_output=True)
+    inside = f"/root/{os.path.basename(out)}"
+    l.container.copy_in(out, inside)
+    return inside
+
+
+def apt_upgrade(c, inside):
+    r = c.run("env", "DEBIAN_FRONTEND=noninteractive", "apt-get", "install", "-y", "-q", inside,
+              timeout=300, check=False)
+    check_eq(r.returncode, 0, f"apt-get install {inside}: {r.stdout[-3000:]} {r.stderr[-3000:]}")
+    return r.stdout + r.stderr
+
+
+def installed_version(c):
+    return c.run("dpkg-query", "-W", "-f=${Version}", "ferry").stdout
+
+
+def next_version(c):
+    """A version above the installed one: its upstream part, +upgradeN."""
+    m = re.fullmatch(r"(.*?)(?:\+upgrade(\d+))?", installed_version(c))
+    return f"{m.group(1)}+upgrade{int(m.group(2) or 0) + 1}"
+
+
+def postinst_lines(out):
+    return [line for line in out.splitlines() if line.startswith(("ferry:", "ferryctl:"))]
+
+
+def package_upgrade_hands_over(l, w, what):
+    """Installs a newer build of the package with ferryd running; checks the postinst handed
+    over (apt's output, the unit, the journal) with the fast path answering throughout."""
+    c = l.container
+    version = next_version(c)
+    deb = repacked(l, w, version)
+    props = unit(c, "MainPID", "NRestarts")
+    old, restarts = props["MainPID"], int(props["NRestarts"])
+    cursor = journal_cursor(c)
+    with UnitWatch(c) as watch, UdpDuring(l) as udp:
+        started = time.monotonic()
+        out = apt_upgrade(c, deb)
+        seconds = time.monotonic() - started
+    check_eq(installed_version(c), version, f"{what}: dpkg status after the upgrade")
+    m = re.search(rf"^ferry: upgrade: ferryd {old} handed over to (\d+) in ([\d.]+) ms "
+                  rf"\(fast path paused (\d+) us\)$", out, re.M)
+    check(m, f"{what}: the postinst handed over (ferryctl upgrade's line in apt's output):\n{out}")
+    new = m.group(1)
+    print(f"  {what}: apt-get install {os.path.basename(deb)} {seconds:.1f} s; postinst: pid {old} "
+          f"-> {new} in {m.group(2)} ms, paused {m.group(3)} us; {len(watch.samples)} samples of "
+          f"the unit, UDP during it {udp.res}", flush=True)
+    watch.check_active_throughout([old, new], f"{what}: during apt-get install")
+    check_eq(udp.res["lost"], 0, f"{what}: UDP round trips during the package upgrade: {udp.res}")
+    check("restarting ferryd.service" not in out, f"{what}: no restart:\n{out}")
+    check_handed_over(l, old, new, restarts, cursor, what)
+    check_upgrade_lab_serves(l, f"after {what}")
+
+
+def a_package_upgrade_hands_over_to_the_new_binary(w):
+    l = lab(w)
+    upgrade_lab(l)
+    package_upgrade_hands_over(l, w, "the package upgrade")
+
+
+def a_package_upgrade_whose_new_binary_rejects_the_config_leaves_the_old_serving(w):
+    l = lab(w)
+    c = upgrade_lab(l)
+    version = next_version(c)
+    deb = repacked(l, w, version, FERRYD_REJECTING_CONFIG)
+    props = unit(c, "MainPID", "NRestarts")
+    old, restarts = props["MainPID"], int(props["NRestarts"])
+    cursor = journal_cursor(c)
+    try:
+        with UnitWatch(c) as watch:
+            out = apt_upgrade(c, deb)
+        check_eq(installed_version(c), version, "dpkg status after the upgrade")
+        print(f"  postinst: {postinst_lines(out)}", flush=True)
+        for line in ("ferryctl: upgrade failed: the new ferryd", "it exited with status 78",
+                     "ferry: the running ferryd did not hand over to the new version",
+                     "this ferryd rejects every config", "ferry: not restarting ferryd.service"):
+            check(line in out, f"'{line}' in apt's output:\n{out}")
+        watch.check_active_throughout([old], "the refused upgrade")
+        props = unit(c, "MainPID", "ActiveState", "NRestarts")
+        check_eq((props["MainPID"], props["ActiveState"], props["NRestarts"]),
+                 (old, "active", str(restarts)), f"the unit after the refused upgrade: {props}")
+        upgrade = ctl(c, "status")["upgrade"]
+        check_eq(upgrade["state"], "failed", f"status.upgrade of the old ferryd: {upgrade}")
+        journal = journal_after(c, cursor)
+        check("this ferryd serves on" in journal, f"the old ferryd's journal:\n{journal}")
+        check("Stopping ferry" not in journal, f"not stopped:\n{journal}")
+        check_upgrade_lab_serves(l, "with the refused upgrade")
+    finally:
+        # A fixed build next: the ferryd that served on hands over to it.
+        package_upgrade_hands_over(l, w, "the fixed package")
+
+
+def a_package_upgrade_whose_handover_fails_restarts_ferryd(w):
+    l = lab(w)
+    c = upgrade_lab(l)
+    version = next_version(c)
+    deb = repacked(l, w, version, FERRYD_REFUSING_TAKEOVER)
+    props = unit(c, "MainPID", "NRestarts")
+    old, restarts = props["MainPID"], int(props["NRestarts"])
+    cursor = journal_cursor(c)
+    out = apt_upgrade(c, deb)
+    check_eq(installed_version(c), version, "dpkg status after the upgrade")
+    print(f"  postinst: {postinst_lines(out)}", flush=True)
+    for line in ("ferryctl: upgrade failed: the new ferryd", "it exited with status 70",
+                 "ferry: the running ferryd did not hand over to the new version",
+                 "ferry: restarting ferryd.service instead"):
+        check(line in out, f"'{line}' in apt's output:\n{out}")
+    props = unit(c, "MainPID", "ActiveState", "SubState", "NRestarts")
+    check(props["MainPID"] not in ("0", old), f"restarted: a new main process {props}")
+    # systemctl restart, not a crash: systemd counts no automatic restart and, for a restart
+    # asked for, starts the count again.
+    check_eq((props["ActiveState"], props["SubState"], props["NRestarts"]),
+             ("active", "running", "0"), f"the unit after the restart (NRestarts {restarts} before): {props}")
+    check(c.run("test", "-e", f"/proc/{old}", check=False).returncode != 0, f"pid {old} is gone")
+    check_eq(c.run("readlink", f"/proc/{props['MainPID']}/exe").stdout.strip(), "/usr/sbin/ferryd.real",
+             "the restarted ferryd is the new package's")
+    journal = journal_after(c, cursor)
+    for line in ("this ferryd serves on", "Stopping ferry", "Started ferry"):
+        check(line in journal, f"'{line}' in the journal:\n{journal}")
+    check(journal.find("this ferryd serves on") < journal.find("Stopping ferry"),
+          f"the restart came after the failed handover:\n{journal}")
+    print(f"  pid {old} -> {props['MainPID']} by the restart", flush=True)
+    check_upgrade_lab_serves(l, "after the fallback restart")
+
+
 def powering_off_leaves_nothing_on_the_host(w):
     check(LAB is not None, "no container was started")
     LAB.container.close()
@@ -551,6 +993,10 @@ if __name__ == "__main__":
             watchdog_kills_a_stopped_ferryd_and_systemd_restarts_it,
             sigkill_is_followed_by_the_units_withdraw_and_a_restart_announces_again,
             stop_leaves_no_xdp_program_no_socket_and_the_veth_to_the_kernel,
+            ferryctl_upgrade_hands_over_and_the_unit_follows_the_new_process,
+            a_package_upgrade_hands_over_to_the_new_binary,
+            a_package_upgrade_whose_new_binary_rejects_the_config_leaves_the_old_serving,
+            a_package_upgrade_whose_handover_fails_restarts_ferryd,
             powering_off_leaves_nothing_on_the_host,
         ])
     finally:
