@@ -1,6 +1,5 @@
 // ferryd: parses the command line, loads the config and hands over to lifecycle::Daemon.
 #include <sysexits.h>
-
 #include <unistd.h>
 
 #include <cstdio>
@@ -112,7 +111,8 @@ int main(int argc, char** argv) {
     config = ferry::config::load_config(config_path);
   } catch (const ferry::config::ConfigError& e) {
     std::fprintf(stderr, "%s\n", e.what());
-    if (!takeover_socket.empty()) ferry::lifecycle::report_takeover_failure(takeover_socket, e.what());
+    if (!takeover_socket.empty())
+      ferry::lifecycle::report_takeover_failure(takeover_socket, e.what());
     return EX_CONFIG;
   }
   if (check_only) {

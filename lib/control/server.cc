@@ -2,8 +2,8 @@
 // Everything runs on the one io_context it is given (the control thread).
 #include "lib/control/server.hh"
 
-#include <fmt/format.h>
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 
@@ -141,7 +141,7 @@ void ServerCore::start() {
     counters_ = std::make_unique<ControlCounters>(commands_);
 
     BoundSocketFile bound;
-    struct stat st{};
+    struct stat st {};
     if (inherited_unix && ::stat(config_.socket.c_str(), &st) == 0 && S_ISSOCK(st.st_mode)) {
       // The predecessor's socket and file: clients never see the path missing.
       bound.fd = std::move(inherited_unix);

@@ -20,11 +20,10 @@ struct CommandName {
 };
 
 constexpr CommandName kCommands[] = {
-    {"status", Command::status},     {"stats", Command::stats},   {"services", Command::services},
-    {"workers", Command::workers},   {"config", Command::config}, {"reload", Command::reload},
-    {"upgrade", Command::upgrade},
-    {"backend", Command::backend},   {"watch", Command::watch},   {"top", Command::top},
-    {"announce", Command::announce}, {"help", Command::help},
+    {"status", Command::status},   {"stats", Command::stats},       {"services", Command::services},
+    {"workers", Command::workers}, {"config", Command::config},     {"reload", Command::reload},
+    {"upgrade", Command::upgrade}, {"backend", Command::backend},   {"watch", Command::watch},
+    {"top", Command::top},         {"announce", Command::announce}, {"help", Command::help},
 };
 
 CtlError usage_error(const std::string& message) {

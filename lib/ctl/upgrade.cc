@@ -47,8 +47,11 @@ int run_upgrade(Client& client, const Invocation& inv, Terminal& term) {
         const double pause_us = handover.value("pause_us", 0.0);
         const double took_ms = handover.value("took_ms", 0.0);
         if (inv.json) {
-          term.out << json{{"old_pid", old_pid}, {"new_pid", new_pid}, {"pause_us", pause_us},
-                           {"took_ms", took_ms}, {"flows_carried", handover.value("flows_carried", 0)}}
+          term.out << json{{"old_pid", old_pid},
+                           {"new_pid", new_pid},
+                           {"pause_us", pause_us},
+                           {"took_ms", took_ms},
+                           {"flows_carried", handover.value("flows_carried", 0)}}
                           .dump(2)
                    << "\n";
         } else {

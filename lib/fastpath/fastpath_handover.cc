@@ -53,7 +53,8 @@ class Reader {
 
  private:
   void get_bytes(void* p, std::size_t n) {
-    if (n > in_.size() - at_) throw std::invalid_argument("handed-over fast path state is truncated");
+    if (n > in_.size() - at_)
+      throw std::invalid_argument("handed-over fast path state is truncated");
     if (n) std::memcpy(p, in_.data() + at_, n);
     at_ += n;
   }
@@ -107,7 +108,8 @@ HandedOverFastpath handed_over_from(const nlohmann::json& d, std::vector<UniqueF
   auto take_fd = [&fds](const nlohmann::json& j) {
     std::uint32_t index = u32(j, "fd");
     if (index >= fds.size() || !fds[index]) {
-      throw std::invalid_argument("handed-over fast path: fd " + std::to_string(index) + " missing");
+      throw std::invalid_argument("handed-over fast path: fd " + std::to_string(index) +
+                                  " missing");
     }
     return std::move(fds[index]);
   };

@@ -166,8 +166,8 @@ class FastpathPlane {
   // Handed-over sockets' ports, by worker, while adopt_sockets() builds the workers.
   std::vector<std::vector<WorkerPort>> pending_ports_;
   bool handed_over_ = false;
-  bool wrote_maps_ = false;  // insert_into_xskmap() ran: remove_from_xskmap() undoes it
-  std::size_t carried_flows_ = 0;  // flows a handover brought in
+  bool wrote_maps_ = false;            // insert_into_xskmap() ran: remove_from_xskmap() undoes it
+  std::size_t carried_flows_ = 0;      // flows a handover brought in
   std::uint64_t frames_in_rings_ = 0;  // frames a handover found in the kernel rings
   boost::asio::steady_timer housekeeping_timer_;
   std::chrono::steady_clock::time_point next_stale_refresh_;

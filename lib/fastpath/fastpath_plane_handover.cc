@@ -81,11 +81,11 @@ void FastpathPlane::adopt_sockets(HandedOverFastpath handed) {
       handed.umem.frame_bytes != wanted.frame_bytes ||
       handed.umem.fill_entries != wanted.fill_entries ||
       handed.umem.completion_entries != wanted.completion_entries) {
-    differs(fmt::format("UMEM {} x {} bytes, rings fill {} completion {}; this file: {} x {}, {}, {}",
-                        handed.umem.frame_count, handed.umem.frame_bytes,
-                        handed.umem.fill_entries, handed.umem.completion_entries,
-                        wanted.frame_count, wanted.frame_bytes, wanted.fill_entries,
-                        wanted.completion_entries));
+    differs(
+        fmt::format("UMEM {} x {} bytes, rings fill {} completion {}; this file: {} x {}, {}, {}",
+                    handed.umem.frame_count, handed.umem.frame_bytes, handed.umem.fill_entries,
+                    handed.umem.completion_entries, wanted.frame_count, wanted.frame_bytes,
+                    wanted.fill_entries, wanted.completion_entries));
   }
   if (handed.sockets.size() != ports_of.size()) {
     differs(fmt::format("{} queues; this file: {}", handed.sockets.size(), ports_of.size()));
@@ -103,8 +103,7 @@ void FastpathPlane::adopt_sockets(HandedOverFastpath handed) {
       const PortSpec& p = *ports_of[w][i];
       if (h.ifname != p.ifname || h.ifindex != p.ifindex || h.queue != layout_.queues[w]) {
         differs(fmt::format("{} (ifindex {}) queue {}; this file: {} (ifindex {}) queue {}",
-                            h.ifname, h.ifindex, h.queue, p.ifname, p.ifindex,
-                            layout_.queues[w]));
+                            h.ifname, h.ifindex, h.queue, p.ifname, p.ifindex, layout_.queues[w]));
       }
       if (h.rx_entries != xdp_config_.rings.rx || h.tx_entries != xdp_config_.rings.tx) {
         differs(fmt::format("rx/tx rings {}/{}; this file: {}/{}", h.rx_entries, h.tx_entries,
@@ -117,13 +116,13 @@ void FastpathPlane::adopt_sockets(HandedOverFastpath handed) {
     }
     // Built now, not in the pause: a flow table is allocated and zeroed here. Its slab's free
     // stack is set when the old workers have stopped.
-    auto worker = std::make_unique<Worker>(worker_options(static_cast<std::uint32_t>(w)),
-                                           umem_->pool().make_slab(static_cast<std::uint32_t>(w),
-                                                                   static_cast<std::uint32_t>(
-                                                                       ports_of.size())),
-                                           pending_ports_[w], board_->reader(w));
-    workers_.push_back({std::move(worker), std::thread(), -1,
-                        "xdp-" + std::to_string(layout_.queues[w])});
+    auto worker = std::make_unique<Worker>(
+        worker_options(static_cast<std::uint32_t>(w)),
+        umem_->pool().make_slab(static_cast<std::uint32_t>(w),
+                                static_cast<std::uint32_t>(ports_of.size())),
+        pending_ports_[w], board_->reader(w));
+    workers_.push_back(
+        {std::move(worker), std::thread(), -1, "xdp-" + std::to_string(layout_.queues[w])});
   }
   pending_ports_.clear();
 }
@@ -143,15 +142,16 @@ void FastpathPlane::start_handed_over(const std::vector<WorkerCarry>& carries) {
     const WorkerCarry& c = carries[w];
     Worker& worker = *workers_[w].worker;
     if (c.queue != worker.queue()) {
-      throw std::runtime_error(fmt::format(
-          "worker {} of the running ferryd served queue {}, this one's serves {}", w, c.queue,
-          worker.queue()));
+      throw std::runtime_error(
+          fmt::format("worker {} of the running ferryd served queue {}, this one's serves {}", w,
+                      c.queue, worker.queue()));
     }
     worker.restore_free_frames(c.free_frames);
     if (!worker.take_flows(c.flows)) {
-      log::warning("fast path: queue {}: the flow table changed size ({} -> {} entries); its {} "
-                   "flows go by Maglev's choice again",
-                   c.queue, c.flows.capacity, xdp_config_.flows.entries, c.flows.entries.size());
+      log::warning(
+          "fast path: queue {}: the flow table changed size ({} -> {} entries); its {} "
+          "flows go by Maglev's choice again",
+          c.queue, c.flows.capacity, xdp_config_.flows.entries, c.flows.entries.size());
     } else {
       flows += c.flows.entries.size();
     }

@@ -36,7 +36,8 @@ struct Header {
 std::uint64_t shared_clock_ns() {
   timespec ts{};
   clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<std::uint64_t>(ts.tv_sec) * 1000000000u + static_cast<std::uint64_t>(ts.tv_nsec);
+  return static_cast<std::uint64_t>(ts.tv_sec) * 1000000000u +
+         static_cast<std::uint64_t>(ts.tv_nsec);
 }
 
 void Channel::send_all(const void* data, std::size_t bytes, const int* fds, std::size_t fd_count) {
@@ -115,8 +116,8 @@ void Channel::receive_all(void* data, std::size_t bytes, std::vector<UniqueFd>* 
 void Channel::send(const nlohmann::json& head, const std::vector<std::byte>& body,
                    const std::vector<int>& fds) {
   std::string text = head.dump();
-  Header h{kMagic, static_cast<std::uint32_t>(text.size()),
-           static_cast<std::uint32_t>(body.size()), static_cast<std::uint32_t>(fds.size())};
+  Header h{kMagic, static_cast<std::uint32_t>(text.size()), static_cast<std::uint32_t>(body.size()),
+           static_cast<std::uint32_t>(fds.size())};
   std::size_t first = std::min(fds.size(), kFdsPerSend);
   send_all(&h, sizeof(h), fds.data(), first);
   for (std::size_t i = first; i < fds.size(); i += kFdsPerSend) {

@@ -167,8 +167,9 @@ void Daemon::State::register_commands() {
                "asked by a new ferryd (--takeover) for this one's sockets; not for operators",
                [](const json&, const control::Peer&) -> json {
                  throw control::CommandError(
-                     "bad_request", "handover is asked for by `ferryd --takeover` over the Unix "
-                                    "socket; use `ferryctl upgrade`");
+                     "bad_request",
+                     "handover is asked for by `ferryd --takeover` over the Unix "
+                     "socket; use `ferryctl upgrade`");
                });
 
   commands.add("stats", Access::read,
@@ -291,8 +292,8 @@ void Daemon::State::collect(metrics::SnapshotBuilder& out) const {
   out.counter("ferry_upgrades_total", kUpgradesHelp, {{"result", "failed"}},
               static_cast<double>(upgrades_failed.load()));
   out.gauge("ferry_handover_pause_seconds",
-            "How long the fast path paused when this ferryd took over (0: it started afresh).",
-            {}, handover_pause_seconds.load());
+            "How long the fast path paused when this ferryd took over (0: it started afresh).", {},
+            handover_pause_seconds.load());
   admin.collect(out);
   out.counter("ferry_config_reloads_total", "Successful configuration reloads.", {},
               static_cast<double>(reloads));

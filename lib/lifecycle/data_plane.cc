@@ -54,8 +54,8 @@ void Daemon::State::apply_data_plane(const config::Config& configured) {
       fastpath = std::make_unique<fastpath::FastpathPlane>(io, registry, map_fds, next,
                                                            std::move(hooks), std::move(handed));
     } else {
-      fastpath = std::make_unique<fastpath::FastpathPlane>(io, registry, map_fds, next,
-                                                           std::move(hooks));
+      fastpath =
+          std::make_unique<fastpath::FastpathPlane>(io, registry, map_fds, next, std::move(hooks));
     }
   }
   follow_links();

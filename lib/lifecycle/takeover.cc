@@ -41,7 +41,8 @@ UniqueFd connect_to(const std::string& path) {
   const std::string request = "{\"cmd\":\"handover\"}\n";
   if (::send(fd.get(), request.data(), request.size(), MSG_NOSIGNAL) !=
       static_cast<ssize_t>(request.size())) {
-    throw std::runtime_error(fmt::format("--takeover: writing to {}: {}", path, std::strerror(errno)));
+    throw std::runtime_error(
+        fmt::format("--takeover: writing to {}: {}", path, std::strerror(errno)));
   }
   return fd;
 }
@@ -60,7 +61,8 @@ void take_state(Daemon::State& s, const json& state) {
     auto st = admin::parse_admin_state(a.value("state", "enable"));
     if (!backend || !st) continue;
     std::optional<std::uint32_t> weight;
-    if (a.contains("weight") && a["weight"].is_number_unsigned()) weight = a["weight"].get<std::uint32_t>();
+    if (a.contains("weight") && a["weight"].is_number_unsigned())
+      weight = a["weight"].get<std::uint32_t>();
     s.admin.set(a.value("service", ""), *backend, *st, weight);
   }
   // Before the checker starts: it takes each backend's state from the board, so a backend down
@@ -91,11 +93,10 @@ xdp::HandedOverXdp take_xdp(const json& x, std::vector<UniqueFd>& fds) {
     out.maps[name] = take_fd(fds, index);
   }
   for (const json& l : x.value("links", json::array())) {
-    out.links.push_back({l.value("ifname", ""), l.value("ifindex", 0),
-                         l.value("mode", "native") == "native" ? xdp::AttachMode::native
-                                                                : xdp::AttachMode::generic,
-                         static_cast<config::XdpMode>(l.value("requested", 0)),
-                         take_fd(fds, l["fd"])});
+    out.links.push_back(
+        {l.value("ifname", ""), l.value("ifindex", 0),
+         l.value("mode", "native") == "native" ? xdp::AttachMode::native : xdp::AttachMode::generic,
+         static_cast<config::XdpMode>(l.value("requested", 0)), take_fd(fds, l["fd"])});
   }
   out.service_ids = x.value("service_ids", std::map<std::string, std::uint32_t>{});
   return out;
@@ -138,17 +139,17 @@ void Daemon::State::take_over(const std::string& socket_path) {
         socket_path, e.what()));
   }
   const int from_pid = offer.head.value("from_pid", 0);
-  log::notice("takeover: ferryd {} (pid {}) offers {} descriptors", offer.head.value("version", "?"),
-              from_pid, offer.fds.size());
+  log::notice("takeover: ferryd {} (pid {}) offers {} descriptors",
+              offer.head.value("version", "?"), from_pid, offer.fds.size());
   try {
     std::vector<UniqueFd>& fds = offer.fds;
     const json& head = offer.head;
-    control = std::make_unique<control::ControlServer>(io, config->control, commands, policy,
-                                                       registry);
+    control =
+        std::make_unique<control::ControlServer>(io, config->control, commands, policy, registry);
     control->inherit(take_fd(fds, head["control"]["unix"]), take_fd(fds, head["control"]["tcp"]));
     if (config->metrics.listen) {
-      metrics_http = std::make_unique<metrics::MetricsHttpServer>(io, *config->metrics.listen,
-                                                                   registry);
+      metrics_http =
+          std::make_unique<metrics::MetricsHttpServer>(io, *config->metrics.listen, registry);
       metrics_http->inherit(take_fd(fds, head["metrics"]));
     }
     admin.configure(config->services);
@@ -160,7 +161,8 @@ void Daemon::State::take_over(const std::string& socket_path) {
     }
     apply_data_plane(*config);
     if (handed_fastpath) {
-      // This file has no fast path: the running one's sockets just close with this process's copies.
+      // This file has no fast path: the running one's sockets just close with this process's
+      // copies.
       handed_fastpath.reset();
     }
     std::vector<tcp::HandedOverListener> listeners = take_listeners(head["tcp"], fds);
@@ -171,7 +173,8 @@ void Daemon::State::take_over(const std::string& socket_path) {
     std::vector<fastpath::WorkerCarry> carries = fastpath::unpack(paused.body);
     if (fastpath && !carries.empty()) fastpath->start_handed_over(carries);
     const std::uint64_t running_ns = handover::shared_clock_ns();
-    const double pause_us = paused_at_ns ? static_cast<double>(running_ns - paused_at_ns) / 1000.0 : 0;
+    const double pause_us =
+        paused_at_ns ? static_cast<double>(running_ns - paused_at_ns) / 1000.0 : 0;
     if (fastpath) {
       if (carries.empty()) {
         // The running ferryd had no fast path: this one binds its own (a restart's cost).
@@ -194,7 +197,8 @@ void Daemon::State::take_over(const std::string& socket_path) {
     boost::asio::post(io, [this] { refresh_announcements(); });
 
     const double took_ms =
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started)
+            .count();
     std::size_t flows = fastpath ? fastpath->carried_flows() : 0;
     handover = {{"from_pid", from_pid},
                 {"from_version", head.value("version", "")},
@@ -211,9 +215,10 @@ void Daemon::State::take_over(const std::string& socket_path) {
       // process it still was, the unit restarts).
       log::warning("takeover: pid {} is gone ({}); serving on", from_pid, e.what());
     }
-    log::notice("takeover: serving in place of pid {} after {:.1f} ms; fast path paused {:.0f} us, "
-                "{} flows carried",
-                from_pid, took_ms, pause_us, flows);
+    log::notice(
+        "takeover: serving in place of pid {} after {:.1f} ms; fast path paused {:.0f} us, "
+        "{} flows carried",
+        from_pid, took_ms, pause_us, flows);
   } catch (const std::exception& e) {
     try {
       channel.send({{"error", e.what()}});

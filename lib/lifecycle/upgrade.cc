@@ -38,7 +38,9 @@ constexpr milliseconds kReadyTimeout{60000};
 // From the pause to the new workers running: the only wait that costs traffic.
 constexpr milliseconds kServingTimeout{30000};
 
-int pidfd_open(pid_t pid) { return static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)); }
+int pidfd_open(pid_t pid) {
+  return static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+}
 
 // What became of a child that exited, after its pidfd said so.
 std::string exit_text(pid_t pid) {
@@ -58,10 +60,11 @@ std::uint32_t fd_index(std::vector<UniqueFd>& fds, UniqueFd fd) {
 
 json Daemon::State::start_upgrade(const std::string& why) {
   if (upgrade.state == "running") {
-    throw control::CommandError("busy", fmt::format("an upgrade to pid {} is running already",
-                                                    upgrade.new_pid));
+    throw control::CommandError(
+        "busy", fmt::format("an upgrade to pid {} is running already", upgrade.new_pid));
   }
-  if (handed_over.load()) throw control::CommandError("busy", "this ferryd has handed over already");
+  if (handed_over.load())
+    throw control::CommandError("busy", "this ferryd has handed over already");
   if (self_binary.empty()) {
     throw control::CommandError("failed", "the daemon's own binary path is unknown");
   }
@@ -94,8 +97,8 @@ json Daemon::State::start_upgrade(const std::string& why) {
   posix_spawnattr_destroy(&attr);
   if (err != 0) {
     ++upgrades_failed;
-    throw control::CommandError("failed", fmt::format("starting {}: {}", self_binary,
-                                                      std::strerror(err)));
+    throw control::CommandError("failed",
+                                fmt::format("starting {}: {}", self_binary, std::strerror(err)));
   }
   UniqueFd pidfd(pidfd_open(pid));
   if (upgrade_thread.joinable()) upgrade_thread.join();  // the previous one has ended
@@ -146,7 +149,8 @@ json Daemon::State::upgrade_status() const {
 }
 
 json Daemon::State::handover_offer(std::vector<UniqueFd>& fds) {
-  json offer = {{"type", "offer"}, {"version", FERRY_VERSION}, {"from_pid", static_cast<int>(getpid())}};
+  json offer = {
+      {"type", "offer"}, {"version", FERRY_VERSION}, {"from_pid", static_cast<int>(getpid())}};
   json control_fds = {{"unix", -1}, {"tcp", -1}};
   if (control) {
     if (int fd = control->unix_fd(); fd >= 0) control_fds["unix"] = fd_index(fds, duplicate_fd(fd));
@@ -218,7 +222,8 @@ json Daemon::State::handover_offer(std::vector<UniqueFd>& fds) {
   }
   json announced = json::array();
   if (announcer) {
-    for (const net::IpAddress& vip : announcer->announced_vips()) announced.push_back(vip.to_string());
+    for (const net::IpAddress& vip : announcer->announced_vips())
+      announced.push_back(vip.to_string());
   }
   offer["state"] = {{"admin", admin_state},
                     {"health", health_state},
@@ -243,13 +248,15 @@ void Daemon::State::run_upgrade(pid_t pid, UniqueFd pidfd) {
       if (handed_over.load() || upgrade_stopping.load()) {
         throw handover::ChannelError("ferryd is stopping");
       }
-      auto left = std::chrono::duration_cast<milliseconds>(deadline - std::chrono::steady_clock::now());
+      auto left =
+          std::chrono::duration_cast<milliseconds>(deadline - std::chrono::steady_clock::now());
       if (left.count() <= 0) {
         ::kill(pid, SIGTERM);
         throw handover::ChannelError("it did not ask for the handover within 30 s");
       }
       pollfd pfds[2] = {{upgrade_wake.get(), POLLIN, 0}, {pidfd.get(), POLLIN, 0}};
-      int n = ::poll(pfds, pidfd ? 2 : 1, static_cast<int>(std::min<std::int64_t>(left.count(), 1000)));
+      int n =
+          ::poll(pfds, pidfd ? 2 : 1, static_cast<int>(std::min<std::int64_t>(left.count(), 1000)));
       if (n > 0 && (pfds[0].revents & POLLIN)) {
         std::uint64_t v;
         if (::read(upgrade_wake.get(), &v, sizeof(v)) < 0) {
@@ -284,8 +291,8 @@ void Daemon::State::run_upgrade(pid_t pid, UniqueFd pidfd) {
       throw handover::ChannelError("unexpected message");
     }
     on_control_thread(*this, [&] { commit_handover(pid); });
-    log::notice("upgrade: handed over to ferryd pid {} (fast path paused {} us); draining",
-                pid, serving.head.value("pause_us", 0));
+    log::notice("upgrade: handed over to ferryd pid {} (fast path paused {} us); draining", pid,
+                serving.head.value("pause_us", 0));
     try {
       channel.send({{"type", "done"}});
     } catch (const std::exception&) {

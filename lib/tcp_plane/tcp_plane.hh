@@ -33,7 +33,7 @@ struct TcpListenerInfo {
 // A service's listening sockets as a handover passes them from one ferryd to the next.
 struct HandedOverListener {
   std::string service;
-  std::string kind;       // "echo" | "proxy": taken only by a service of the same kind
+  std::string kind;          // "echo" | "proxy": taken only by a service of the same kind
   net::Endpoint configured;  // as in the config (port 0 in tests)
   std::vector<UniqueFd> fds;
 };

@@ -91,7 +91,8 @@ HandedOverXdp XdpPlane::hand_over() const {
   if (!program_) return out;
   for (const auto& [name, fd] : program_->shared_map_fds()) out.maps[name] = duplicate_fd(fd);
   for (const auto& [name, a] : attachments_) {
-    out.links.push_back({name, a->ifindex(), a->mode(), a->requested(), duplicate_fd(a->link_fd())});
+    out.links.push_back(
+        {name, a->ifindex(), a->mode(), a->requested(), duplicate_fd(a->link_fd())});
   }
   out.service_ids = maps_.service_ids();
   return out;

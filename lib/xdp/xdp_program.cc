@@ -34,8 +34,8 @@ XdpAttachment::XdpAttachment(std::string ifname, int ifindex, AttachMode mode, U
 
 void XdpAttachment::run(int program_fd) const {
   if (bpf_link_update(link_.get(), program_fd, nullptr) != 0) {
-    throw std::runtime_error(ifname_ + ": swapping the XDP program on its link failed: " +
-                             errno_text(errno));
+    throw std::runtime_error(ifname_ +
+                             ": swapping the XDP program on its link failed: " + errno_text(errno));
   }
 }
 

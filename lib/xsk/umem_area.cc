@@ -64,13 +64,13 @@ UmemArea::UmemArea(std::uint32_t frame_count, std::uint32_t frame_bytes, HugePag
 
 UmemArea::UmemArea(UniqueFd memfd, std::size_t size_bytes, bool hugepages)
     : size_bytes_(size_bytes), hugepages_(hugepages), memfd_(std::move(memfd)) {
-  mapped_bytes_ = hugepages ? (size_bytes + kHugePageBytes - 1) / kHugePageBytes * kHugePageBytes
-                            : size_bytes;
+  mapped_bytes_ =
+      hugepages ? (size_bytes + kHugePageBytes - 1) / kHugePageBytes * kHugePageBytes : size_bytes;
   void* p = map(memfd_.get(), mapped_bytes_);
   if (p == MAP_FAILED) {
-    throw std::system_error(errno, std::generic_category(),
-                            "mapping the handed-over UMEM of " + std::to_string(size_bytes) +
-                                " bytes");
+    throw std::system_error(
+        errno, std::generic_category(),
+        "mapping the handed-over UMEM of " + std::to_string(size_bytes) + " bytes");
   }
   base_ = static_cast<std::byte*>(p);
 }

@@ -138,9 +138,9 @@ void UmemSlab::restore_free(std::span<const std::uint64_t> free_addrs) {
   std::vector<std::uint8_t> seen(frame_count_, 0);
   for (std::uint64_t addr : free_addrs) {
     if (!contains(addr) || frame_base(addr) != addr) {
-      throw std::invalid_argument("free frame " + std::to_string(addr) + " is not a frame of slab [" +
-                                  std::to_string(begin_addr_) + ", " + std::to_string(end_addr_) +
-                                  ")");
+      throw std::invalid_argument("free frame " + std::to_string(addr) +
+                                  " is not a frame of slab [" + std::to_string(begin_addr_) + ", " +
+                                  std::to_string(end_addr_) + ")");
     }
     if (seen[frame_index(addr)]++) {
       throw std::invalid_argument("free frame " + std::to_string(addr) + " given twice");

@@ -111,9 +111,10 @@ std::unique_ptr<XskSocket> XskSocket::adopt(HandedOverSocket handed) {
   XskOptions options;
   options.ifname = handed.ifname;
   options.queue = handed.queue;
-  for (std::uint32_t n : {handed.rx_entries, handed.tx_entries, handed.fill_entries,
-                          handed.completion_entries}) {
-    if (!std::has_single_bit(n)) fail(EINVAL, options, "handed-over ring sizes are not powers of two");
+  for (std::uint32_t n :
+       {handed.rx_entries, handed.tx_entries, handed.fill_entries, handed.completion_entries}) {
+    if (!std::has_single_bit(n))
+      fail(EINVAL, options, "handed-over ring sizes are not powers of two");
   }
   std::unique_ptr<XskSocket> socket(new XskSocket(options, handed.ifindex));
   socket->adopted_fd_ = std::move(handed.fd);
@@ -130,11 +131,11 @@ std::unique_ptr<XskSocket> XskSocket::adopt(HandedOverSocket handed) {
     std::uint32_t entries;
     std::size_t entry_bytes;
     off_t pgoff;
-  } wanted[4] = {{off.rx, handed.rx_entries, sizeof(xdp_desc), XDP_PGOFF_RX_RING},
-                 {off.tx, handed.tx_entries, sizeof(xdp_desc), XDP_PGOFF_TX_RING},
-                 {off.fr, handed.fill_entries, sizeof(std::uint64_t), XDP_UMEM_PGOFF_FILL_RING},
-                 {off.cr, handed.completion_entries, sizeof(std::uint64_t),
-                  XDP_UMEM_PGOFF_COMPLETION_RING}};
+  } wanted[4] = {
+      {off.rx, handed.rx_entries, sizeof(xdp_desc), XDP_PGOFF_RX_RING},
+      {off.tx, handed.tx_entries, sizeof(xdp_desc), XDP_PGOFF_TX_RING},
+      {off.fr, handed.fill_entries, sizeof(std::uint64_t), XDP_UMEM_PGOFF_FILL_RING},
+      {off.cr, handed.completion_entries, sizeof(std::uint64_t), XDP_UMEM_PGOFF_COMPLETION_RING}};
   for (int i = 0; i < 4; ++i) {
     Mapping& m = socket->mappings_[i];
     m.addr = map_ring(fd, wanted[i].off, wanted[i].entries, wanted[i].entry_bytes, wanted[i].pgoff,
