@@ -146,7 +146,9 @@ void UmemSlab::restore_free(std::span<const std::uint64_t> free_addrs) {
       throw std::invalid_argument("free frame " + std::to_string(addr) + " given twice");
     }
   }
-  std::memcpy(stack_.get(), free_addrs.data(), free_addrs.size() * sizeof(std::uint64_t));
+  if (!free_addrs.empty()) {
+    std::memcpy(stack_.get(), free_addrs.data(), free_addrs.size() * sizeof(std::uint64_t));
+  }
   top_ = static_cast<std::uint32_t>(free_addrs.size());
   if (check_ == OwnershipCheck::on) {
     for (std::uint32_t i = 0; i < frame_count_; ++i) out_map_[i] = seen[i] ? 0 : 1;
