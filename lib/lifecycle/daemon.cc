@@ -83,13 +83,7 @@ void start_afresh(Daemon::State& s) {
   s.xdp = std::make_unique<xdp::XdpPlane>(s.registry);
   s.admin.configure(s.config->services);
   s.apply_data_plane(*s.config);
-  s.tcp = std::make_unique<tcp::TcpPlane>(
-      s.registry,
-      [&s](const std::string& worker) {
-        std::shared_ptr<Heartbeat> beat = s.heartbeats.enroll(worker, "tcp");
-        return std::function<void()>([beat] { beat->beat(); });
-      },
-      &s.health);
+  s.tcp = s.make_tcp_plane();
   s.tcp->start(admin::effective_config(*s.config, s.admin));
   // Every plane serves: the VIPs may attract traffic now (on the control thread, once it runs).
   s.announcing = true;
@@ -97,6 +91,16 @@ void start_afresh(Daemon::State& s) {
 }
 
 }  // namespace
+
+std::unique_ptr<tcp::TcpPlane> Daemon::State::make_tcp_plane() {
+  return std::make_unique<tcp::TcpPlane>(
+      registry,
+      [this](const std::string& worker) {
+        std::shared_ptr<Heartbeat> beat = heartbeats.enroll(worker, "tcp");
+        return std::function<void()>([beat] { beat->beat(); });
+      },
+      &health);
+}
 
 Daemon::State::State(std::string path, config::Config initial)
     : config_path(std::move(path)),

@@ -96,6 +96,8 @@ struct Daemon::State {
   void register_commands();
   void register_backend_command();  // backend_command.cc
   void collect(metrics::SnapshotBuilder& out) const;
+  // The TCP plane, its workers enrolled for heartbeats, honouring `health`; not started.
+  std::unique_ptr<tcp::TcpPlane> make_tcp_plane();
 
   // upgrade.cc, the running ferryd's side of a handover. start_upgrade() (control thread; the
   // `upgrade` command and SIGUSR2) starts the binary at self_binary with --takeover; the new

@@ -171,24 +171,16 @@ void Daemon::State::take_over(const std::string& socket_path) {
     handover::Message paused = channel.receive(kPausedTimeout);
     const auto paused_at_ns = paused.head.value("paused_at_ns", std::uint64_t{0});
     std::vector<fastpath::WorkerCarry> carries = fastpath::unpack(paused.body);
-    if (fastpath && !carries.empty()) fastpath->start_handed_over(carries);
+    // Carries come only for a handed-over plane; without them (the running ferryd had no fast
+    // path) apply_data_plane() bound one afresh, which serves already.
+    const bool adopted = fastpath && !carries.empty();
+    if (adopted) fastpath->start_handed_over(carries);
     const std::uint64_t running_ns = handover::shared_clock_ns();
     const double pause_us =
         paused_at_ns ? static_cast<double>(running_ns - paused_at_ns) / 1000.0 : 0;
-    if (fastpath) {
-      if (carries.empty()) {
-        // The running ferryd had no fast path: this one binds its own (a restart's cost).
-      }
-      fastpath->serve_handed_over();
-    }
+    if (adopted) fastpath->serve_handed_over();
 
-    tcp = std::make_unique<tcp::TcpPlane>(
-        registry,
-        [this](const std::string& worker) {
-          std::shared_ptr<Heartbeat> beat = heartbeats.enroll(worker, "tcp");
-          return std::function<void()>([beat] { beat->beat(); });
-        },
-        &health);
+    tcp = make_tcp_plane();
     tcp->inherit_listeners(std::move(listeners));
     tcp->start(admin::effective_config(*config, admin));
     control->start();
