@@ -873,15 +873,21 @@ def postinst_lines(out):
     return [line for line in out.splitlines() if line.startswith(("ferry:", "ferryctl:"))]
 
 
+def prepared_package_upgrade(l, w, ferryd=None):
+    """A newer build of the installed package (its ferryd replaced by `ferryd` when given) and
+    the unit's state before it goes in: (version, deb, old MainPID, NRestarts, journal cursor)."""
+    c = l.container
+    version = next_version(c)
+    deb = repacked(l, w, version, ferryd)
+    props = unit(c, "MainPID", "NRestarts")
+    return version, deb, props["MainPID"], int(props["NRestarts"]), journal_cursor(c)
+
+
 def package_upgrade_hands_over(l, w, what):
     """Installs a newer build of the package with ferryd running; checks the postinst handed
     over (apt's output, the unit, the journal) with the fast path answering throughout."""
     c = l.container
-    version = next_version(c)
-    deb = repacked(l, w, version)
-    props = unit(c, "MainPID", "NRestarts")
-    old, restarts = props["MainPID"], int(props["NRestarts"])
-    cursor = journal_cursor(c)
+    version, deb, old, restarts, cursor = prepared_package_upgrade(l, w)
     with UnitWatch(c) as watch, UdpDuring(l) as udp:
         started = time.monotonic()
         out = apt_upgrade(c, deb)
@@ -910,11 +916,7 @@ def a_package_upgrade_hands_over_to_the_new_binary(w):
 def a_package_upgrade_whose_new_binary_rejects_the_config_leaves_the_old_serving(w):
     l = lab(w)
     c = upgrade_lab(l)
-    version = next_version(c)
-    deb = repacked(l, w, version, FERRYD_REJECTING_CONFIG)
-    props = unit(c, "MainPID", "NRestarts")
-    old, restarts = props["MainPID"], int(props["NRestarts"])
-    cursor = journal_cursor(c)
+    version, deb, old, restarts, cursor = prepared_package_upgrade(l, w, FERRYD_REJECTING_CONFIG)
     try:
         with UnitWatch(c) as watch:
             out = apt_upgrade(c, deb)
@@ -942,11 +944,7 @@ def a_package_upgrade_whose_new_binary_rejects_the_config_leaves_the_old_serving
 def a_package_upgrade_whose_handover_fails_restarts_ferryd(w):
     l = lab(w)
     c = upgrade_lab(l)
-    version = next_version(c)
-    deb = repacked(l, w, version, FERRYD_REFUSING_TAKEOVER)
-    props = unit(c, "MainPID", "NRestarts")
-    old, restarts = props["MainPID"], int(props["NRestarts"])
-    cursor = journal_cursor(c)
+    version, deb, old, restarts, cursor = prepared_package_upgrade(l, w, FERRYD_REFUSING_TAKEOVER)
     out = apt_upgrade(c, deb)
     check_eq(installed_version(c), version, "dpkg status after the upgrade")
     print(f"  postinst: {postinst_lines(out)}", flush=True)
