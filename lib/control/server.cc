@@ -384,7 +384,14 @@ void ServerCore::stop_accepting() {
 bool ServerCore::take_socket(std::string_view line, const Peer& peer, int fd) {
   if (!taker || peer.tcp || !policy_.allows(peer, Access::admin)) return false;
   nlohmann::json request = nlohmann::json::parse(line, nullptr, false);
-  if (!request.is_object() || request.value("cmd", "") != taker_command) return false;
+  // Only a well-formed {"cmd":"handover"} is taken; anything else (a "cmd" that is not a string
+  // among it) is the command table's to answer, as it is for every peer.
+  if (!request.is_object()) return false;
+  auto cmd = request.find("cmd");
+  if (cmd == request.end() || !cmd->is_string() ||
+      cmd->get_ref<const std::string&>() != taker_command) {
+    return false;
+  }
   UniqueFd copy;
   try {
     copy = duplicate_fd(fd);
