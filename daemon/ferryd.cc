@@ -11,6 +11,7 @@
 
 #include "lib/announce/host_routes.hh"
 #include "lib/common/log.hh"
+#include "lib/common/thread_guard.hh"
 #include "lib/config/config.hh"
 #include "lib/lifecycle/daemon.hh"
 
@@ -137,5 +138,8 @@ int main(int argc, char** argv) {
   ferry::log::info("ferryd {} starting with {}", FERRY_VERSION, config_path);
   ferry::lifecycle::Daemon daemon(config_path, std::move(config));
   daemon.set_start_options(level_override, takeover_socket);
-  return daemon.run();
+  // The supervisor's own loop: what escapes it ends the process with a message, not terminate.
+  int status = EX_SOFTWARE;
+  if (!ferry::run_guarded("supervisor", [&] { status = daemon.run(); })) return status;
+  return EX_SOFTWARE;
 }

@@ -16,6 +16,7 @@
 
 #include "bpf/ferry_shared.h"
 #include "lib/common/log.hh"
+#include "lib/common/thread_guard.hh"
 #include "lib/packet/route_table.hh"
 #include "lib/packet/service_table.hh"
 
@@ -293,14 +294,16 @@ void FastpathPlane::start_workers() {
           log::warning("fast path: pinning {} to CPU {}: {}", t.name, t.cpu, std::strerror(err));
         }
       }
-      try {
+      auto failure = run_guarded("fast path worker " + t.name, [this, &t] {
         std::function<void()> beat = [] {};
         if (hooks_.enroll_heartbeat) beat = hooks_.enroll_heartbeat(t.name);
         t.worker->run(stop_, wake_fd_.get(), beat);
-      } catch (const std::exception& e) {
-        // Its heartbeat (if any) stops, so the watchdog and `ferryctl workers` show it.
-        log::error("fast path: worker {} stopped: {}", t.name, e.what());
+      });
+      // Its queue is served by nobody now: the board stops waiting for it, and ferryd stops in
+      // order so that systemd starts it afresh.
+      if (failure) {
         t.worker->park();
+        request_fatal_stop("fast path worker " + t.name, "its queue is no longer served");
       }
     });
   }

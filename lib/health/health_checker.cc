@@ -14,6 +14,7 @@
 #include <system_error>
 
 #include "lib/common/log.hh"
+#include "lib/common/thread_guard.hh"
 
 namespace ferry::health {
 
@@ -88,7 +89,10 @@ void HealthChecker::start() {
   running_ = true;
   thread_ = std::thread([this] {
     pthread_setname_np(pthread_self(), "ferry-health");
-    run();
+    // A probe left half finished would never be judged again: stop in order instead.
+    if (run_guarded("health checker", [this] { run(); })) {
+      request_fatal_stop("health checker", "backends would no longer be checked");
+    }
   });
 }
 

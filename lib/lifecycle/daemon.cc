@@ -15,6 +15,7 @@
 
 #include "lib/admin/effective_config.hh"
 #include "lib/common/log.hh"
+#include "lib/common/thread_guard.hh"
 #include "lib/lifecycle/daemon_state.hh"
 #include "lib/metrics/process_metrics.hh"
 
@@ -180,7 +181,10 @@ int Daemon::run() {
   arm_heartbeat(s);
   s.control_thread = std::thread([&s] {
     pthread_setname_np(pthread_self(), "ferry-control");
-    s.io.run();
+    // A handler that throws loses only its own work (a request, a scrape, a timer's round):
+    // the rest of the control plane serves on.
+    while (run_guarded("control thread", [&s] { s.io.run(); }) && !s.io.stopped()) {
+    }
   });
 
   std::string summary = s.summary();
@@ -270,7 +274,7 @@ int Daemon::run() {
   s.daemon_metrics.reset();
   s.process_metrics.reset();
   log::notice("ferryd stopped{}", handed_over ? " after handing over" : "");
-  return 0;
+  return fatal_stop_status();
 }
 
 }  // namespace ferry::lifecycle

@@ -106,6 +106,9 @@ struct Daemon::State {
   nlohmann::json start_upgrade(const std::string& why);
   void take_handover_socket(UniqueFd socket, const control::Peer& peer);
   void run_upgrade(pid_t pid, UniqueFd pidfd);
+  // The upgrade thread's body: run_upgrade(), and a fatal stop if anything escapes even its
+  // recovery (the planes may be half paused).
+  void guarded_upgrade(pid_t pid, UniqueFd pidfd);
   // On the control thread, from the upgrade thread: what is handed over, and the commit.
   nlohmann::json handover_offer(std::vector<UniqueFd>& fds);
   void commit_handover(pid_t successor);

@@ -19,6 +19,7 @@
 
 #include "lib/admin/effective_config.hh"
 #include "lib/common/log.hh"
+#include "lib/common/thread_guard.hh"
 #include "lib/common/time_text.hh"
 #include "lib/control/protocol.hh"
 #include "lib/lifecycle/daemon_state.hh"
@@ -107,7 +108,7 @@ json Daemon::State::start_upgrade(const std::string& why) {
               self_binary, pid);
   upgrade_thread = std::thread([this, pid, fd = std::move(pidfd)]() mutable {
     pthread_setname_np(pthread_self(), "ferry-upgrade");
-    run_upgrade(pid, std::move(fd));
+    guarded_upgrade(pid, std::move(fd));
   });
   return {{"started", true},
           {"old_pid", static_cast<int>(getpid())},
@@ -128,7 +129,7 @@ void Daemon::State::take_handover_socket(UniqueFd socket, const control::Peer& p
     }
     upgrade_thread = std::thread([this, pid = peer.pid] {
       pthread_setname_np(pthread_self(), "ferry-upgrade");
-      run_upgrade(pid, UniqueFd(pidfd_open(pid)));
+      guarded_upgrade(pid, UniqueFd(pidfd_open(pid)));
     });
   } else {
     std::lock_guard lock(upgrade_mutex);
@@ -230,6 +231,12 @@ json Daemon::State::handover_offer(std::vector<UniqueFd>& fds) {
                     {"announced", announced},
                     {"flows_reset_ms", flows_reset_ms}};
   return offer;
+}
+
+void Daemon::State::guarded_upgrade(pid_t pid, UniqueFd pidfd) {
+  if (run_guarded("upgrade thread", [&] { run_upgrade(pid, std::move(pidfd)); })) {
+    request_fatal_stop("upgrade thread", "the fast path may be left paused");
+  }
 }
 
 void Daemon::State::run_upgrade(pid_t pid, UniqueFd pidfd) {

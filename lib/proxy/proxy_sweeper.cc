@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <chrono>
 
+#include "lib/common/thread_guard.hh"
+
 namespace ferry::proxy {
 
 ProxySweeper::~ProxySweeper() {
@@ -18,7 +20,11 @@ void ProxySweeper::watch(std::shared_ptr<ProxyService> service) {
   nudged_ = true;
   if (!thread_.joinable()) {
     stopping_ = false;
-    thread_ = std::thread([this] { run(); });
+    thread_ = std::thread([this] {
+      if (run_guarded("proxy sweeper", [this] { run(); })) {
+        request_fatal_stop("proxy sweeper", "idle and draining connections would never close");
+      }
+    });
   }
   cv_.notify_all();
 }

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "lib/common/log.hh"
+#include "lib/common/thread_guard.hh"
 #include "lib/uring/recv_counters.hh"
 
 namespace ferry::runtime {
@@ -128,7 +129,10 @@ void Runtime::start() {
         return;
       }
       promise->set_value();
-      worker.run_loop();
+      // A task that threw may hold a connection half moved: stop ferryd in order.
+      if (run_guarded(worker.name(), [&worker] { worker.run_loop(); })) {
+        request_fatal_stop(worker.name(), "its tasks and connections are no longer served");
+      }
       worker.teardown_io();
     });
   }

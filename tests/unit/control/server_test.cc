@@ -515,6 +515,24 @@ TEST_F(ControlServerHandoverTest, OtherCommandsAreAnsweredAsUsualWhileATakerIsSe
   EXPECT_EQ(takes_.load(), 0);
 }
 
+// An admin peer's "cmd" of any JSON type reaches the taker's check: only the string "handover"
+// is taken, everything else is the table's to answer (bad_request), and the server serves on.
+TEST_F(ControlServerHandoverTest, ACmdThatIsNotAStringIsABadRequestNotACrash) {
+  make_server();
+  take_handover_requests();
+  start();
+  LineClient c = client();
+  for (const char* line :
+       {R"({"id":1,"cmd":42})", R"({"id":2,"cmd":["handover"]})", R"({"id":3,"cmd":{"a":1}})",
+        R"({"id":4,"cmd":null})", R"({"id":5,"cmd":true})", R"({"id":6,"cmd":4.5})"}) {
+    json r = c.request(line);
+    EXPECT_EQ(r["ok"], false) << line;
+    EXPECT_EQ(r["error"]["code"], "bad_request") << line;
+  }
+  EXPECT_EQ(c.request(R"({"id":7,"cmd":"help"})")["ok"], true) << "the connection stays";
+  EXPECT_EQ(takes_.load(), 0);
+}
+
 TEST_F(ControlServerHandoverTest, WithoutATakerTheCommandTablesAnswerComesBack) {
   table_.add("handover", Access::admin, "the table's own", [](const json&, const Peer&) {
     return json{{"from", "table"}};
