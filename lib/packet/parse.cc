@@ -86,8 +86,6 @@ ParseError parse_ipv4(const std::uint8_t* frame, std::uint32_t frame_len, Parsed
   std::uint32_t total_length = load_be16(ip + 2);
   // Frames may be longer than the packet (Ethernet pads to 60 bytes); never shorter.
   if (total_length < header_bytes || total_length > available) return ParseError::bad_ipv4_length;
-  std::uint16_t flags_offset = load_be16(ip + 6);
-  if ((flags_offset & 0x3fff) != 0) return ParseError::ipv4_fragment;  // MF or offset != 0
   out.version = IpVersion::v4;
   out.hop_limit = ip[8];
   out.protocol = ip[9];
@@ -96,6 +94,9 @@ ParseError parse_ipv4(const std::uint8_t* frame, std::uint32_t frame_len, Parsed
   out.l4_bytes = total_length - header_bytes;
   store_address(out.src_address, ip + 12, true);
   store_address(out.dst_address, ip + 16, true);
+  out.fragment_tail = false;
+  std::uint16_t flags_offset = load_be16(ip + 6);
+  if ((flags_offset & 0x3fff) != 0) return ParseError::ipv4_fragment;  // MF or offset != 0
   if (out.protocol != IPPROTO_UDP && out.protocol != IPPROTO_TCP) {
     return ParseError::unsupported_protocol;
   }
@@ -117,6 +118,7 @@ ParseError parse_ipv6(const std::uint8_t* frame, std::uint32_t frame_len, Parsed
   out.l4_bytes = payload_length;
   store_address(out.src_address, ip + 8, false);
   store_address(out.dst_address, ip + 24, false);
+  out.fragment_tail = false;
   if (is_ipv6_extension_header(out.protocol)) return ParseError::ipv6_extension_header;
   if (out.protocol != IPPROTO_UDP && out.protocol != IPPROTO_TCP) {
     return ParseError::unsupported_protocol;

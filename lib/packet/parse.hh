@@ -80,6 +80,9 @@ struct ParsedPacket {
   std::uint32_t l4_bytes = 0;        // l3_bytes minus the IP header
   std::uint32_t payload_offset = 0;  // after the UDP header or the TCP header with options
   std::uint32_t payload_bytes = 0;   // UDP: length field - 8; TCP: l4_bytes - header
+  // A fragment of a datagram after its first one (parse_fragment()): no transport header, so
+  // only addresses may be rewritten.
+  bool fragment_tail = false;
 
   bool is_v4() const { return version == IpVersion::v4; }
   std::uint32_t address_bytes() const { return is_v4() ? 4 : 16; }
@@ -94,7 +97,10 @@ struct ParsedPacket {
 };
 
 // Fills `out` and returns ParseError::none, or returns why not (out is then partly filled and must
-// not be used). Checks every length field against the frame, so the actions need not.
+// not be used). Checks every length field against the frame, so the actions need not. For
+// ipv4_fragment, ipv6_extension_header and unsupported_protocol the L3 fields (version, addresses,
+// hop limit, protocol, l3/l4 offsets and lengths) are filled: parse_fragment() and
+// parse_icmp_error() start from them.
 ParseError parse_frame(ConstFrameBytes frame, ParsedPacket& out) noexcept;
 
 }  // namespace ferry::packet

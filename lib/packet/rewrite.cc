@@ -41,6 +41,21 @@ void rewrite_endpoint(FrameBytes frame, ParsedPacket& p, Side side,
   (source ? p.src_port : p.dst_port) = port;
 }
 
+void rewrite_address(FrameBytes frame, ParsedPacket& p, Side side,
+                     const std::array<std::uint8_t, 16>& address) noexcept {
+  std::uint8_t* f = frame.data();
+  bool source = side == Side::source;
+  std::uint32_t address_at = source ? p.src_address_offset() : p.dst_address_offset();
+  if (p.is_v4()) {
+    ChecksumDelta delta;
+    delta.replace(f + address_at, address.data(), 4);
+    std::uint8_t* ip_checksum = f + p.l3_offset + 10;
+    store_be16(ip_checksum, delta.apply(load_be16(ip_checksum)));
+  }
+  std::memcpy(f + address_at, address.data(), p.address_bytes());
+  store_address(source ? p.src_address : p.dst_address, address.data(), p.is_v4());
+}
+
 void decrement_hop_limit(FrameBytes frame, ParsedPacket& p) noexcept {
   std::uint8_t* ip = frame.data() + p.l3_offset;
   if (p.is_v4()) {
