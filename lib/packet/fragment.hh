@@ -11,6 +11,9 @@
 
 namespace ferry::packet {
 
+inline constexpr std::uint8_t kIpv6NextHeaderFragment = 44;
+inline constexpr std::uint32_t kIpv6FragmentHeaderBytes = 8;
+
 // What the fragment header says (IPv4 flags/offset/id, or the IPv6 Fragment extension header).
 struct Fragment {
   std::uint32_t id = 0;            // IPv4: the 16-bit identification; IPv6: the 32-bit one
@@ -25,17 +28,21 @@ struct Fragment {
 
 enum class FragmentParse : std::uint8_t {
   fragment,        // a fragment of a UDP datagram: p and f are filled
-  not_a_fragment,  // the frame is not a fragment (parse_frame() is the parser for it)
+  not_a_fragment,  // the frame is not an IP fragment (parse_frame() is the parser for it)
   not_udp,         // a fragment, but the datagram is not UDP (TCP, ...), or an IPv6 fragment
                    // header behind other extension headers: the kernel's
   tiny_first,      // a first fragment too short to hold the whole 8-byte UDP header: drop it
-  malformed,       // lengths that do not add up (the same checks as parse_frame()), a non-last
-                   // fragment whose data is not a multiple of 8 bytes, offset + data > 65535
+  malformed,       // lengths that do not add up (parse_frame()'s checks, which a frame that is
+                   // not a fragment fails too; the IPv6 Fragment header's), a non-last
+                   // fragment whose data is not a multiple of 8 bytes, offset + data > 65535, a
+                   // later fragment with no data, a first fragment whose UDP length is below 8
 };
 
 // Parses a frame that parse_frame() refused as ipv4_fragment, or as ipv6_extension_header with
-// next header 44 directly after the fixed header. On `fragment`, p is what parse_frame() would fill
-// for a UDP packet with these differences:
+// next header 44 directly after the fixed header. It runs parse_frame() itself, so p needs no
+// filling beforehand (and any frame may be passed: what is not a fragment says so). An IPv6
+// atomic fragment (offset 0, M clear, RFC 6946) is a first fragment that is also the last. On
+// `fragment`, p is what parse_frame() would fill for a UDP packet with these differences:
 //   * p.protocol is IPPROTO_UDP, p.l4_offset is where the fragment's data starts (after the IPv6
 //     fragment header: l3_offset + 48), p.l4_bytes = f.data_bytes;
 //   * first fragment: p.src_port / p.dst_port from the UDP header, p.payload_offset =
@@ -49,8 +56,10 @@ FragmentParse parse_fragment(ConstFrameBytes frame, ParsedPacket& p, Fragment& f
 
 // IPv4 with DF clear that does not fit `mtu` (IP bytes) on the egress link: the number of
 // fragments it becomes (RFC 791: every fragment but the last carries a multiple of 8 data bytes;
-// IP options are copied only when their copy flag is set, the first fragment keeps all).
-// 0 when `mtu` is below 68 (RFC 791's minimum) or the packet is not IPv4.
+// IP options are copied only when their copy flag is set, the first fragment keeps all). As
+// Linux's ip_options_fragment() does, the pieces after the first keep the first one's header
+// length, the options not copied overwritten with NOPs: so the count needs only p. 1 when the
+// packet fits; 0 when `mtu` is below 68 (RFC 791's minimum) or the packet is not IPv4.
 std::uint32_t ipv4_fragment_count(const ParsedPacket& p, std::uint32_t mtu) noexcept;
 
 // Cuts the IPv4 packet in `frame` (parsed as p, or a fragment parsed by parse_fragment(): a
@@ -59,7 +68,11 @@ std::uint32_t ipv4_fragment_count(const ParsedPacket& p, std::uint32_t mtu) noex
 // shrinks to `lengths[0]`; pieces 1.. are written into `more[i-1]` (each at least as large as
 // frame.size()), L2 header copied from `frame`. Every piece gets its own total length, flags,
 // offset and IPv4 header checksum; the UDP checksum is left as it is (it covers the datagram).
-// Returns false, touching nothing, when the sizes do not allow it.
+// Only the total length, flags/offset and header checksum (and in later pieces the options) differ
+// from the packet's header: TTL is the caller's. A packet that fits is left as it is (lengths[0]
+// is its frame length without Ethernet padding). Returns false, touching nothing, when the sizes
+// do not allow it (ipv4_fragment_count() is 0, too few `more` or `lengths`, a `more` buffer too
+// small for its piece) or when DF is set (the caller sends fragmentation needed instead).
 bool fragment_ipv4(FrameBytes frame, const ParsedPacket& p, std::uint32_t mtu,
                    std::span<const FrameBytes> more, std::span<std::uint32_t> lengths) noexcept;
 

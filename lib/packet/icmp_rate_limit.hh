@@ -6,6 +6,7 @@
 #pragma once
 
 #include <array>
+#include <cstddef>
 #include <cstdint>
 
 namespace ferry::packet {
@@ -22,20 +23,28 @@ class IcmpRateLimit {
   explicit IcmpRateLimit(const Limits& limits);
 
   // True when an error to `destination` (net::IpAddress::bytes layout) may be sent at `now_ms`
-  // (any monotonic millisecond clock); takes a token from both buckets then.
+  // (any monotonic millisecond clock); takes a token from both buckets then. A clock that steps
+  // back refills nothing. Both buckets start full.
+  //
+  // The per-destination buckets are kDestinationSlots slots picked by a hash of the address, and a
+  // slot keeps no address: destinations whose hashes meet share one bucket (as the kernel's
+  // inetpeer would not). Sharing only ever limits more, never less, and the global bucket caps
+  // the total whatever the slots say.
   bool allow(const std::array<std::uint8_t, 16>& destination, std::uint64_t now_ms) noexcept;
 
+  static constexpr std::size_t kDestinationSlots = 256;
+
  private:
+  // Credit in thousandths of a token (global) or in milliseconds (per destination, one token per
+  // interval), so rates that do not divide 1000 refill without drift.
   struct Bucket {
     std::uint64_t stamp_ms = 0;
-    std::uint32_t tokens = 0;
+    std::uint64_t credit = 0;
     bool used = false;
   };
-  static constexpr std::size_t kDestinationSlots = 256;
+  static void refill(Bucket& b, std::uint64_t now_ms, std::uint64_t per_ms, std::uint64_t full);
   Limits limits_;
-  std::uint64_t global_stamp_ms_ = 0;
-  std::uint32_t global_tokens_ = 0;
-  bool global_used_ = false;
+  Bucket global_;
   std::array<Bucket, kDestinationSlots> destinations_{};
 };
 
