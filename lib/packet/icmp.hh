@@ -99,7 +99,8 @@ inline constexpr std::uint32_t kIcmpErrorMaxIpBytes6 = 1280;
 // packet (it is the room up to the end of its UMEM frame). Returns the new frame length, or 0 when
 // `frame` is too short for the smallest error, one quoting the packet's IP header(s) and 8 bytes
 // more (or all of a shorter packet), or does not hold what p describes (nothing is changed then). p
-// is refilled for the result (protocol ICMP / ICMPv6, src = source, dst = the old source, ports 0).
+// is refilled for the result (protocol ICMP / ICMPv6, src = source, dst = the old source, hop limit
+// 64, ports 0, payload = the quote after the ICMP header, so that route() takes it).
 std::uint32_t build_icmp_error(FrameBytes frame, ParsedPacket& p, const IcmpReason& reason,
                                const std::array<std::uint8_t, 16>& source,
                                std::uint16_t ip_id) noexcept;

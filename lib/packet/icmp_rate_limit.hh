@@ -24,7 +24,8 @@ class IcmpRateLimit {
 
   // True when an error to `destination` (net::IpAddress::bytes layout) may be sent at `now_ms`
   // (any monotonic millisecond clock); takes a token from both buckets then. A clock that steps
-  // back refills nothing. Both buckets start full.
+  // back refills nothing. Both buckets start full. per_destination_interval_ms = 0 turns the
+  // per-destination limit off (as icmp_ratelimit = 0 does); a burst of 0 allows nothing.
   //
   // The per-destination buckets are kDestinationSlots slots picked by a hash of the address, and a
   // slot keeps no address: destinations whose hashes meet share one bucket (as the kernel's
