@@ -15,7 +15,7 @@ DEMO_PACKAGES := g++ pkg-config meson ninja-build clang llvm bpftool \
 	libgtest-dev libgmock-dev python3 iproute2 util-linux procps
 # ... and the packages the rest of the build, the tests and the benchmarks use.
 PACKAGES := $(DEMO_PACKAGES) libbenchmark-dev libfuzzer-14-dev \
-	iputils-ping prometheus netsniff-ng \
+	iputils-ping iputils-tracepath prometheus netsniff-ng \
 	debhelper dpkg-dev fakeroot lintian systemd strace man-db python3-matplotlib \
 	dnsmasq-base bind9-dnsutils dnsperf nftables ccache systemd-container nginx-light haproxy \
 	bird2

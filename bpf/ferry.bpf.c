@@ -1,7 +1,8 @@
 /* ferry's XDP program: parses Ethernet (up to two VLAN tags), IPv4/IPv6 and UDP/TCP with
  * verifier-proof bounds checks; drops sources on the drop list; steers UDP for configured services,
- * their backends' replies and routed prefixes into the queue's AF_XDP socket; passes everything
- * else (TCP, ICMP, fragments, extension headers, malformed frames) to the kernel. */
+ * their backends' replies and routed prefixes into the queue's AF_XDP socket, with every fragment
+ * of such a datagram and the ICMP errors about one; passes everything else (TCP, other ICMP,
+ * other fragments and extension headers, malformed frames) to the kernel. */
 #include <linux/bpf.h>
 #include <linux/if_ether.h>
 #include <linux/in.h>
@@ -21,6 +22,29 @@
 struct vlan_hdr {
   __be16 tci;
   __be16 encapsulated_proto;
+};
+
+/* The first 4 bytes of an ICMP or ICMPv6 header; the 4 after them depend on the type. Errors:
+ * ICMP destination unreachable (3), time exceeded (11), parameter problem (12); ICMPv6 destination
+ * unreachable (1), packet too big (2), time exceeded (3), parameter problem (4). */
+struct icmp_head {
+  __u8 type;
+  __u8 code;
+  __be16 checksum;
+  __be32 rest;
+};
+#define ICMP4_DEST_UNREACH 3
+#define ICMP4_TIME_EXCEEDED 11
+#define ICMP4_PARAMETER_PROBLEM 12
+#define ICMP6_DEST_UNREACH 1
+#define ICMP6_PARAMETER_PROBLEM 4
+
+/* The IPv6 Fragment extension header (RFC 8200 4.5). */
+struct frag_hdr6 {
+  __u8 nexthdr;
+  __u8 reserved;
+  __be16 frag_off; /* offset in 8-byte units << 3 | M */
+  __be32 identification;
 };
 
 struct {
@@ -58,6 +82,14 @@ struct {
   __type(key, struct ferry_endpoint_key);
   __type(value, __u32);
 } local_addrs SEC(".maps");
+
+/* (family, IPPROTO_UDP, 0, address) -> FERRY_HOST_*: where a fragment without ports belongs. */
+struct {
+  __uint(type, BPF_MAP_TYPE_HASH);
+  __uint(max_entries, FERRY_MAX_UDP_HOSTS);
+  __type(key, struct ferry_endpoint_key);
+  __type(value, __u32);
+} udp_hosts SEC(".maps");
 
 struct {
   __uint(type, BPF_MAP_TYPE_LPM_TRIE);
@@ -142,7 +174,8 @@ static __always_inline int steer(struct xdp_md *ctx, __u32 service_id, __u32 dir
 
 /* UDP to a service VIP, from a backend (a reply), or to a routed prefix goes to AF_XDP. */
 static __always_inline int classify_udp(struct xdp_md *ctx, struct ferry_endpoint_key *dst,
-                                        struct ferry_endpoint_key *src, int routed) {
+                                        struct ferry_endpoint_key *src, int routed,
+                                        __u32 pass_action) {
   struct ferry_service_value *svc = bpf_map_lookup_elem(&services, dst);
   if (svc) return steer(ctx, svc->service_id, FERRY_DIRECTION_IN);
   svc = bpf_map_lookup_elem(&backends, src);
@@ -153,18 +186,95 @@ static __always_inline int classify_udp(struct xdp_md *ctx, struct ferry_endpoin
       struct ferry_endpoint_key local = {.family = dst->family};
       __builtin_memcpy(local.addr, dst->addr, sizeof(local.addr));
       if (bpf_map_lookup_elem(&local_addrs, &local)) {
-        return verdict(ctx, FERRY_ACTION_PASS, XDP_PASS);
+        return verdict(ctx, pass_action, XDP_PASS);
       }
     }
     return steer(ctx, svc->service_id, FERRY_DIRECTION_OUT);
   }
   if (routed) return steer(ctx, FERRY_MAX_SERVICES, FERRY_DIRECTION_IN);
+  return verdict(ctx, pass_action, XDP_PASS);
+}
+
+static __always_inline void copy_addr(__u8 *to, const __u8 *from, __u32 addr_len) {
+  if (addr_len == 4) {
+    __builtin_memcpy(to, from, 4);
+  } else {
+    __builtin_memcpy(to, from, 16);
+  }
+}
+
+static __always_inline int is_local(__u8 family, const __u8 *addr, __u32 addr_len) {
+  struct ferry_endpoint_key local = {.family = family};
+  copy_addr(local.addr, addr, addr_len);
+  return bpf_map_lookup_elem(&local_addrs, &local) != 0;
+}
+
+/* A fragment after the first of a UDP datagram carries no ports: it goes where its addresses say
+ * the datagram goes (to a VIP, from a backend to anyone but the gateway, to a routed prefix); the
+ * worker follows its first fragment's translation. */
+static __always_inline int classify_udp_tail(struct xdp_md *ctx, __u8 family, const __u8 *saddr,
+                                             const __u8 *daddr, __u32 addr_len, int routed) {
+  struct ferry_endpoint_key host = {.family = family, .proto = IPPROTO_UDP};
+  copy_addr(host.addr, daddr, addr_len);
+  __u32 *flags = bpf_map_lookup_elem(&udp_hosts, &host);
+  if (flags && (*flags & FERRY_HOST_VIP)) return steer(ctx, FERRY_MAX_SERVICES, FERRY_DIRECTION_IN);
+  copy_addr(host.addr, saddr, addr_len);
+  flags = bpf_map_lookup_elem(&udp_hosts, &host);
+  if (flags && (*flags & FERRY_HOST_BACKEND) && !is_local(family, daddr, addr_len)) {
+    return steer(ctx, FERRY_MAX_SERVICES, FERRY_DIRECTION_OUT);
+  }
+  if (routed) return steer(ctx, FERRY_MAX_SERVICES, FERRY_DIRECTION_IN);
+  return verdict(ctx, FERRY_ACTION_FRAGMENT, XDP_PASS);
+}
+
+/* An ICMP error quoting a UDP datagram that a service's VIP sent (a reply: the error goes to the
+ * backend that sent it) or that the gateway sent to a backend (a request: the error goes to the
+ * client). Errors to the gateway's own addresses about anything else (the health checker's) and
+ * every other ICMP message stay the kernel's. `quoted` points at the quoted IP header. */
+static __always_inline int classify_icmp_error(struct xdp_md *ctx, void *quoted, void *data_end,
+                                               __u8 family, const __u8 *daddr, __u32 addr_len) {
+  struct ferry_endpoint_key qsrc = {.family = family, .proto = IPPROTO_UDP};
+  struct ferry_endpoint_key qdst = {.family = family, .proto = IPPROTO_UDP};
+  struct udphdr *udp;
+  if (family == AF_INET) {
+    struct iphdr *ip = quoted;
+    if ((void *)(ip + 1) > data_end) return verdict(ctx, FERRY_ACTION_PASS, XDP_PASS);
+    if (ip->protocol != IPPROTO_UDP || ip->ihl < 5) return verdict(ctx, FERRY_ACTION_PASS, XDP_PASS);
+    if (ip->frag_off & bpf_htons(0x1fff)) return verdict(ctx, FERRY_ACTION_PASS, XDP_PASS);
+    udp = quoted + (ip->ihl & 0xf) * 4;
+    __builtin_memcpy(qsrc.addr, &ip->saddr, 4);
+    __builtin_memcpy(qdst.addr, &ip->daddr, 4);
+  } else {
+    struct ipv6hdr *ip6 = quoted;
+    if ((void *)(ip6 + 1) > data_end) return verdict(ctx, FERRY_ACTION_PASS, XDP_PASS);
+    udp = (void *)(ip6 + 1);
+    if (ip6->nexthdr == 44) {
+      struct frag_hdr6 *frag = (void *)(ip6 + 1);
+      if ((void *)(frag + 1) > data_end) return verdict(ctx, FERRY_ACTION_PASS, XDP_PASS);
+      if (frag->nexthdr != IPPROTO_UDP || (frag->frag_off & bpf_htons(0xfff8))) {
+        return verdict(ctx, FERRY_ACTION_PASS, XDP_PASS);
+      }
+      udp = (void *)(frag + 1);
+    } else if (ip6->nexthdr != IPPROTO_UDP) {
+      return verdict(ctx, FERRY_ACTION_PASS, XDP_PASS);
+    }
+    __builtin_memcpy(qsrc.addr, &ip6->saddr, 16);
+    __builtin_memcpy(qdst.addr, &ip6->daddr, 16);
+  }
+  if ((void *)udp + 4 > data_end) return verdict(ctx, FERRY_ACTION_PASS, XDP_PASS);
+  qsrc.port = udp->source;
+  qdst.port = udp->dest;
+  struct ferry_service_value *svc = bpf_map_lookup_elem(&services, &qsrc);
+  if (svc) return steer(ctx, svc->service_id, FERRY_DIRECTION_IN);
+  if (is_local(family, daddr, addr_len)) return verdict(ctx, FERRY_ACTION_PASS, XDP_PASS);
+  svc = bpf_map_lookup_elem(&backends, &qdst);
+  if (svc) return steer(ctx, svc->service_id, FERRY_DIRECTION_OUT);
   return verdict(ctx, FERRY_ACTION_PASS, XDP_PASS);
 }
 
 static __always_inline int handle_l4(struct xdp_md *ctx, void *l4, void *data_end, __u8 proto,
                                      __u8 family, const __u8 *saddr, const __u8 *daddr,
-                                     __u32 addr_len, __u32 route_protocols) {
+                                     __u32 addr_len, __u32 route_protocols, __u32 pass_action) {
   struct ferry_endpoint_key dst = {.family = family, .proto = proto};
   struct ferry_endpoint_key src = {.family = family, .proto = proto};
   if (proto == IPPROTO_UDP) {
@@ -180,7 +290,18 @@ static __always_inline int handle_l4(struct xdp_md *ctx, void *l4, void *data_en
       __builtin_memcpy(dst.addr, daddr, 16);
       __builtin_memcpy(src.addr, saddr, 16);
     }
-    return classify_udp(ctx, &dst, &src, route_protocols & FERRY_ROUTE_UDP);
+    return classify_udp(ctx, &dst, &src, route_protocols & FERRY_ROUTE_UDP, pass_action);
+  }
+  if ((proto == IPPROTO_ICMP && family == AF_INET) ||
+      (proto == IPPROTO_ICMPV6 && family == AF_INET6)) {
+    struct icmp_head *icmp = l4;
+    if ((void *)(icmp + 1) > data_end) return verdict(ctx, FERRY_ACTION_PASS, XDP_PASS);
+    int error = family == AF_INET ? icmp->type == ICMP4_DEST_UNREACH ||
+                                        icmp->type == ICMP4_TIME_EXCEEDED ||
+                                        icmp->type == ICMP4_PARAMETER_PROBLEM
+                                  : icmp->type >= ICMP6_DEST_UNREACH &&
+                                        icmp->type <= ICMP6_PARAMETER_PROBLEM;
+    if (error) return classify_icmp_error(ctx, icmp + 1, data_end, family, daddr, addr_len);
   }
   if (proto == IPPROTO_TCP) {
     struct tcphdr *tcp = l4;
@@ -204,13 +325,26 @@ static __always_inline int handle_ipv4(struct xdp_md *ctx, void *l3, void *data_
   __builtin_memcpy(src_key.addr, &ip->saddr, 4);
   if (bpf_map_lookup_elem(&drop4, &src_key)) return verdict(ctx, FERRY_ACTION_DROP, XDP_DROP);
 
-  if (ip->frag_off & bpf_htons(0x3fff)) return verdict(ctx, FERRY_ACTION_FRAGMENT, XDP_PASS);
-
   struct ferry_lpm4_key dst_key = {.prefixlen = 32};
   __builtin_memcpy(dst_key.addr, &ip->daddr, 4);
   struct ferry_route_value *route = bpf_map_lookup_elem(&routes4, &dst_key);
+  if (ip->frag_off & bpf_htons(0x3fff)) {
+    /* A first fragment (offset 0) holds the UDP header and is classified as a datagram. */
+    if (ip->protocol != IPPROTO_UDP) return verdict(ctx, FERRY_ACTION_FRAGMENT, XDP_PASS);
+    if (ip->frag_off & bpf_htons(0x1fff)) {
+      return classify_udp_tail(ctx, AF_INET, (__u8 *)&ip->saddr, (__u8 *)&ip->daddr, 4,
+                               route ? route->protocols & FERRY_ROUTE_UDP : 0);
+    }
+    /* Too short for its UDP header: the worker counts it and drops it. */
+    if (l3 + ihl_bytes + sizeof(struct udphdr) > data_end) {
+      return classify_udp_tail(ctx, AF_INET, (__u8 *)&ip->saddr, (__u8 *)&ip->daddr, 4,
+                               route ? route->protocols & FERRY_ROUTE_UDP : 0);
+    }
+  }
+  /* A first fragment not ours is counted as a fragment, as the later ones are. */
+  __u32 pass_action = (ip->frag_off & bpf_htons(0x2000)) ? FERRY_ACTION_FRAGMENT : FERRY_ACTION_PASS;
   return handle_l4(ctx, l3 + ihl_bytes, data_end, ip->protocol, AF_INET, (__u8 *)&ip->saddr,
-                   (__u8 *)&ip->daddr, 4, route ? route->protocols : 0);
+                   (__u8 *)&ip->daddr, 4, route ? route->protocols : 0, pass_action);
 }
 
 static __always_inline int handle_ipv6(struct xdp_md *ctx, void *l3, void *data_end) {
@@ -226,14 +360,29 @@ static __always_inline int handle_ipv6(struct xdp_md *ctx, void *l3, void *data_
   if (bpf_map_lookup_elem(&drop6, &src_key)) return verdict(ctx, FERRY_ACTION_DROP, XDP_DROP);
 
   __u8 next = ip6->nexthdr;
-  if (next != IPPROTO_UDP && next != IPPROTO_TCP && next != IPPROTO_ICMPV6) {
-    return verdict(ctx, FERRY_ACTION_FRAGMENT, XDP_PASS);  /* extension headers: the kernel's */
-  }
+  void *l4 = ip6 + 1;
+  __u32 pass_action = FERRY_ACTION_PASS;
   struct ferry_lpm6_key dst_key = {.prefixlen = 128};
   __builtin_memcpy(dst_key.addr, &ip6->daddr, 16);
   struct ferry_route_value *route = bpf_map_lookup_elem(&routes6, &dst_key);
-  return handle_l4(ctx, ip6 + 1, data_end, next, AF_INET6, (__u8 *)&ip6->saddr,
-                   (__u8 *)&ip6->daddr, 16, route ? route->protocols : 0);
+  if (next == 44) {
+    /* A fragment header right after the fixed one; other extension headers are the kernel's. */
+    struct frag_hdr6 *frag = l4;
+    if ((void *)(frag + 1) > data_end) return verdict(ctx, FERRY_ACTION_MALFORMED, XDP_PASS);
+    if (frag->nexthdr != IPPROTO_UDP) return verdict(ctx, FERRY_ACTION_FRAGMENT, XDP_PASS);
+    l4 = frag + 1;
+    if ((frag->frag_off & bpf_htons(0xfff8)) || l4 + sizeof(struct udphdr) > data_end) {
+      return classify_udp_tail(ctx, AF_INET6, (__u8 *)&ip6->saddr, (__u8 *)&ip6->daddr, 16,
+                               route ? route->protocols & FERRY_ROUTE_UDP : 0);
+    }
+    next = IPPROTO_UDP;
+    pass_action = FERRY_ACTION_FRAGMENT;
+  }
+  if (next != IPPROTO_UDP && next != IPPROTO_TCP && next != IPPROTO_ICMPV6) {
+    return verdict(ctx, FERRY_ACTION_FRAGMENT, XDP_PASS);  /* extension headers: the kernel's */
+  }
+  return handle_l4(ctx, l4, data_end, next, AF_INET6, (__u8 *)&ip6->saddr,
+                   (__u8 *)&ip6->daddr, 16, route ? route->protocols : 0, pass_action);
 }
 
 SEC("xdp")

@@ -18,6 +18,12 @@ namespace ferry::bpf {
  * that very address and port): only for these is local_addrs looked up, so unchecked backends'
  * replies cost nothing more. */
 #define FERRY_BACKEND_LOCAL_REPLIES 1u
+/* udp_hosts: (family, IPPROTO_UDP, port 0, address) -> FERRY_HOST_* flags, for the fragments of
+ * a datagram after its first, which carry no ports: one to a UDP service's VIP, or from one of
+ * their backends, goes to the worker that translates the whole datagram. */
+#define FERRY_MAX_UDP_HOSTS (FERRY_MAX_SERVICES + FERRY_MAX_BACKENDS)
+#define FERRY_HOST_VIP 1u
+#define FERRY_HOST_BACKEND 2u
 #define FERRY_MAX_QUEUES 256
 /* The program runs on several interfaces, and an AF_XDP socket is bound to one (interface, queue):
  * user space gives each interface a slot (ifslots: ifindex -> slot) and the XSKMAP is keyed by
@@ -34,7 +40,7 @@ enum ferry_action {
   FERRY_ACTION_REDIRECT = 2,  /* steered into the queue's AF_XDP socket */
   FERRY_ACTION_MALFORMED = 3, /* truncated or inconsistent headers; passed to the kernel */
   FERRY_ACTION_NO_SOCKET = 4, /* ours, but no AF_XDP socket on that (interface, queue): to the kernel */
-  FERRY_ACTION_FRAGMENT = 5,  /* IPv4 fragment or IPv6 extension header: passed to the kernel */
+  FERRY_ACTION_FRAGMENT = 5,  /* a fragment or IPv6 extension header not ours: to the kernel */
   FERRY_ACTION_COUNT = 6,
 };
 

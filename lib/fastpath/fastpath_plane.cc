@@ -153,6 +153,7 @@ FastpathPlane::FastpathPlane(Unbound, boost::asio::io_context& io, metrics::Regi
   auto first = std::make_unique<Snapshot>();
   first->config = config_tables_;
   first->next_hops = watch_->tables();
+  first->ports = std::make_shared<const PortFacts>(read_port_facts(layout_));
   for (const PortSpec& p : layout_.ports) first->port_macs[p.slot] = p.mac;
   first->port_count = static_cast<std::uint32_t>(layout_.ports.size());
   board_ = std::make_unique<SnapshotBoard>(std::move(first), layout_.queues.size());
@@ -383,8 +384,21 @@ void FastpathPlane::publish(std::shared_ptr<const ConfigTables> config,
   auto next = std::make_unique<Snapshot>(board_->current());
   next->config = std::move(config);
   next->next_hops = next_hops;
+  // Addresses come and go with routes, which is what publishes: read them (and MTUs) again.
+  PortFacts ports = read_port_facts(layout_);
+  if (!next->ports || !(*next->ports == ports))
+    next->ports = std::make_shared<const PortFacts>(ports);
   board_->publish(std::move(next));
   if (next_hops) resolve_backends(*next_hops);
+}
+
+void FastpathPlane::refresh_ports() {
+  PortFacts ports = read_port_facts(layout_);
+  const Snapshot& now = board_->current();
+  if (now.ports && *now.ports == ports) return;
+  auto next = std::make_unique<Snapshot>(now);
+  next->ports = std::make_shared<const PortFacts>(ports);
+  board_->publish(std::move(next));
 }
 
 void FastpathPlane::resolve_backends(const NextHopTables& next_hops) {

@@ -97,6 +97,9 @@ class FastpathPlane {
   // publishes it: a backend that went down leaves its service's Maglev table (only its flows
   // move), one that came back returns to its old slots.
   void refresh_backends();
+  // Reads the ports' MTUs and addresses again and publishes them if they changed: a link's MTU
+  // changed (the link watch calls it on every change to a followed link).
+  void refresh_ports();
 
   // Adds the sockets' bind info to XdpPlane::status()["interfaces"][] and a "fastpath" object.
   void annotate_status(nlohmann::json& xdp_status) const;

@@ -43,6 +43,23 @@ constexpr FamilyHelp kFamilies[] = {
      "Next hops workers found no MAC for, queued for resolution (or lost: queue full).",
      Type::counter},
     {"ferry_xsk_table_swaps_total", "Table generations each worker picked up.", Type::counter},
+    {"ferry_xsk_fragments_forwarded_total",
+     "Fragments of UDP datagrams translated (or routed) and sent on, each as its datagram.",
+     Type::counter},
+    {"ferry_xsk_fragments_held_total",
+     "Later fragments of a datagram held until its first fragment decided where it goes.",
+     Type::counter},
+    {"ferry_xsk_fragments_made_total",
+     "IPv4 fragments cut from datagrams without DF that were larger than the next link's MTU.",
+     Type::counter},
+    {"ferry_xsk_icmp_translated_total",
+     "ICMP errors about balanced datagrams translated and sent to the client or the backend.",
+     Type::counter},
+    {"ferry_xsk_icmp_sent_total",
+     "ICMP errors the workers sent themselves: time exceeded, fragmentation needed / too big.",
+     Type::counter},
+    {"ferry_xsk_icmp_rate_limited_total",
+     "ICMP errors the workers did not send because of the ICMP rate limit.", Type::counter},
     {"ferry_xsk_neighbour_held_total", "Frames held for a next hop whose MAC was being resolved.",
      Type::counter},
     {"ferry_xsk_neighbour_released_total",
@@ -144,6 +161,16 @@ void FastpathPlane::collect(metrics::SnapshotBuilder& out) const {
     counter("ferry_xsk_rejected_frames_total", wl, c.rejected_frames.value());
     counter("ferry_xsk_table_swaps_total", wl, c.snapshot_swaps.value());
     counter("ferry_xsk_neighbour_held_total", wl, c.neighbour_held.value());
+    counter("ferry_xsk_fragments_forwarded_total", wl, c.fragments_forwarded.value());
+    counter("ferry_xsk_fragments_held_total", wl, c.fragments_held.value());
+    counter("ferry_xsk_fragments_made_total", wl, c.fragments_made.value());
+    counter("ferry_xsk_icmp_translated_total", wl, c.icmp_translated.value());
+    auto icmp_sent = [&](const char* kind, std::uint64_t v) {
+      counter("ferry_xsk_icmp_sent_total", {{"worker", name}, {"queue", queue}, {"kind", kind}}, v);
+    };
+    icmp_sent("time_exceeded", c.icmp_time_exceeded.value());
+    icmp_sent("too_big", c.icmp_too_big.value());
+    counter("ferry_xsk_icmp_rate_limited_total", wl, c.icmp_rate_limited.value());
     counter("ferry_xsk_neighbour_released_total", wl, c.neighbour_released.value());
     counter("ferry_xsk_checksums_finished_total",
             {{"worker", name}, {"queue", queue}, {"kind", "partial"}}, c.checksums_partial.value());

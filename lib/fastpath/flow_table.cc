@@ -67,14 +67,19 @@ bool keeps_flows(const packet::Service& s, std::uint32_t backend) {
 // from the service or may not. The index is a hint from the table the entry was last checked on:
 // a rebuilt table may have moved the backend, which is then found by its endpoint (once: the
 // entry keeps the new index).
-std::uint16_t keeper_of(FlowEntry& e, const packet::Service& s) {
+std::uint32_t index_of_backend(const FlowEntry& e, const packet::Service& s) {
   std::uint32_t i = e.backend_index;
   if (i >= s.backends.size() || !is_backend(e, s.backends[i])) {
     i = 0;
     while (i < s.backends.size() && !is_backend(e, s.backends[i])) ++i;
-    if (i == s.backends.size()) return MaglevTable::kNoBackend;
-    e.backend_index = static_cast<std::uint16_t>(i);
   }
+  return i;
+}
+
+std::uint16_t keeper_of(FlowEntry& e, const packet::Service& s) {
+  std::uint32_t i = index_of_backend(e, s);
+  if (i == s.backends.size()) return MaglevTable::kNoBackend;
+  e.backend_index = static_cast<std::uint16_t>(i);
   return keeps_flows(s, i) ? static_cast<std::uint16_t>(i) : MaglevTable::kNoBackend;
 }
 
@@ -109,6 +114,28 @@ std::uint32_t FlowTable::clock_ms() noexcept {
   ::clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
   return static_cast<std::uint32_t>(static_cast<std::uint64_t>(ts.tv_sec) * 1000u +
                                     static_cast<std::uint64_t>(ts.tv_nsec) / 1000000u);
+}
+
+std::uint16_t FlowTable::peek_backend(const packet::Service& s, const packet::ParsedPacket& p,
+                                      std::uint64_t flow_hash_seed,
+                                      std::uint32_t now_ms) const noexcept {
+  if (enabled()) {
+    const std::uint64_t hash = packet::flow_hash(p, kHashSeed);
+    const std::uint64_t ports_protocol = ports_protocol_of(p);
+    const std::uint32_t first = bucket_of(hash) * kWays;
+    const std::uint64_t tags = load_tags(&tags_[first]);
+    const FlowEntry* ways = &entries_[first];
+    for (std::uint64_t m = zero_bytes(tags ^ (kOnes * tag_of(hash))); m != 0; m &= m - 1) {
+      const FlowEntry& e = ways[way_of(m)];
+      if (!same_flow(e, p, ports_protocol)) continue;
+      const std::uint32_t age = now_ms - e.last_seen_ms;
+      if (age >= idle_timeout_ms_ || (s.flows_reset && age > now_ms - s.flows_reset_ms)) break;
+      std::uint32_t i = index_of_backend(e, s);
+      if (i < s.backends.size() && keeps_flows(s, i)) return static_cast<std::uint16_t>(i);
+      break;
+    }
+  }
+  return packet::choose_backend(s, p, flow_hash_seed);
 }
 
 std::uint16_t FlowTable::backend_for(const packet::Service& s, const packet::ParsedPacket& p,

@@ -62,6 +62,12 @@ class FlowTable {
   std::uint16_t backend_for(const packet::Service& service, const packet::ParsedPacket& p,
                             std::uint64_t flow_hash_seed, std::uint32_t now_ms) noexcept;
 
+  // The backend backend_for() would give request `p` now, without creating, refreshing or
+  // re-assigning an entry or counting: for an ICMP error about a reply of the flow, which must
+  // reach the backend that sent the reply and must not make flows of its own.
+  std::uint16_t peek_backend(const packet::Service& service, const packet::ParsedPacket& p,
+                             std::uint64_t flow_hash_seed, std::uint32_t now_ms) const noexcept;
+
   // Frees the entries idle for longer than the timeout among the next `max_slots` slots (a
   // cursor walks the table round), so that entries_in_use() does not count flows long gone.
   // Returns how many it freed.

@@ -1,6 +1,8 @@
 // The per-frame decision of the AF_XDP workers.
 #include "lib/fastpath/frame_processor.hh"
 
+#include "lib/fastpath/frame_steps.hh"
+#include "lib/fastpath/ip_hop.hh"
 #include "lib/packet/balance.hh"
 #include "lib/packet/checksum.hh"
 #include "lib/packet/parse.hh"
@@ -8,13 +10,10 @@
 #include "lib/packet/route.hh"
 
 namespace ferry::fastpath {
-namespace {
+namespace steps {
 
 using packet::DropReason;
 
-// Next hop on `port` towards `next_hop`: the MAC from the neighbour table, or a miss (egress port
-// and source MAC filled in, so route_via() can hold the frame) whose key goes to `missed` and, the
-// first time, to the resolution queue.
 DropReason resolve_on(const Snapshot& s, std::uint32_t port, packet::IpVersion version,
                       const std::array<std::uint8_t, 16>& next_hop, FrameSinks sinks,
                       NeighbourKey& missed, packet::NextHop& out) noexcept {
@@ -39,7 +38,7 @@ DropReason resolve_on(const Snapshot& s, std::uint32_t port, packet::IpVersion v
   return DropReason::none;
 }
 
-Drop to_drop(DropReason r) {
+Drop to_drop(DropReason r) noexcept {
   switch (r) {
     case DropReason::no_backend:
       return Drop::no_backend;
@@ -49,6 +48,8 @@ Drop to_drop(DropReason r) {
       return Drop::malformed;
     case DropReason::no_route:
       return Drop::no_route;
+    case DropReason::too_big:
+      return Drop::too_big;
     case DropReason::neighbour_miss:  // route_via() holds these: a drop with it is a bug
     case DropReason::none:
       break;
@@ -56,7 +57,7 @@ Drop to_drop(DropReason r) {
   return Drop::unexpected;
 }
 
-FrameOutcome outcome(const packet::Verdict& v, const NeighbourKey& missed) {
+FrameOutcome outcome(const packet::Verdict& v, const NeighbourKey& missed) noexcept {
   switch (v.kind) {
     case packet::VerdictKind::forward:
       return FrameOutcome::to(v.egress_port);
@@ -72,24 +73,53 @@ FrameOutcome outcome(const packet::Verdict& v, const NeighbourKey& missed) {
   return FrameOutcome::dropped(Drop::unexpected);
 }
 
-// The action for a parsed UDP frame; `missed` gets the next hop a hold waits for.
-FrameOutcome act(packet::FrameBytes frame, packet::ParsedPacket& p, const Snapshot& s,
-                 std::uint32_t ingress_slot, FrameSinks sinks, FlowAffinity flows) noexcept {
+bool MtuCheck::fits(packet::ConstFrameBytes frame, const packet::ParsedPacket& q,
+                    std::uint32_t port) noexcept {
+  if (!active || port >= ports->mtu.size()) return true;
+  std::uint32_t mtu = ports->mtu[port];
+  if (mtu == 0 || q.l3_bytes <= mtu) return true;
+  bool dont_fragment = q.is_v4() && (frame[q.l3_offset + 6] & 0x40) != 0;
+  if (q.is_v4() && !dont_fragment) {
+    fragment_mtu = mtu;
+    return true;
+  }
+  too_big_mtu = mtu;
+  return false;
+}
+
+DropReason KernelNextHop::operator()(const packet::ParsedPacket& q, packet::NextHop& out) {
+  const KernelRoute* r = s.next_hops->routes.lookup(q.dst_address, q.version);
+  if (!r) return DropReason::no_route;
+  if (!mtu.fits(frame, q, r->port)) return DropReason::too_big;
+  const auto& next_hop = r->gateway ? r->gateway->bytes : q.dst_address;
+  return resolve_on(s, r->port, q.version, next_hop, sinks, missed, out);
+}
+
+DropReason ConfiguredNextHop::operator()(const packet::ParsedPacket& q, packet::NextHop& out) {
+  // A configured route names the egress port; the kernel's routes on that port say whether the
+  // destination is on the link or behind a gateway.
+  const KernelRoute* r = s.next_hops->routes.lookup(q.dst_address, q.version, route.egress_port);
+  if (!mtu.fits(frame, q, route.egress_port)) return DropReason::too_big;
+  const auto& next_hop = r && r->gateway ? r->gateway->bytes : q.dst_address;
+  return resolve_on(s, route.egress_port, q.version, next_hop, sinks, missed, out);
+}
+
+Acted act(packet::FrameBytes frame, packet::ParsedPacket& p, const Snapshot& s,
+          std::uint32_t ingress_slot, FrameSinks sinks, FlowAffinity flows) noexcept {
   NeighbourKey missed{};
   const ConfigTables& tables = *s.config;
+  // Only a datagram larger than the smallest MTU of the ports can be too big for one: only it
+  // pays for the check and for keeping its endpoints as they arrived.
+  MtuCheck mtu{s.ports.get(), s.ports && s.ports->min_mtu != 0 && p.l3_bytes > s.ports->min_mtu};
+  packet::ParsedPacket arrived;
+  if (mtu.active) arrived = p;
+  FrameOutcome o = FrameOutcome::dropped(Drop::unexpected);
   packet::ServiceMatch match = tables.services.match(p);
   if (match.kind == packet::MatchKind::to_service &&
       match.service->action == packet::ServiceAction::reflect) {
-    return outcome(packet::reflect(frame, p, ingress_slot), missed);
+    return {outcome(packet::reflect(frame, p, ingress_slot), missed)};
   }
   if (match.kind != packet::MatchKind::none) {
-    // Balanced traffic leaves by the kernel's route to the rewritten destination.
-    auto any_port = [&](const packet::ParsedPacket& q, packet::NextHop& out) {
-      const KernelRoute* r = s.next_hops->routes.lookup(q.dst_address, q.version);
-      if (!r) return DropReason::no_route;
-      const auto& next_hop = r->gateway ? r->gateway->bytes : q.dst_address;
-      return resolve_on(s, r->port, q.version, next_hop, sinks, missed, out);
-    };
     // Requests of a flow-affinity service go where their flow's entry says; replies never ask.
     auto choose = [&](const packet::Service& service, const packet::ParsedPacket& q) {
       std::uint64_t seed = tables.services.flow_hash_seed();
@@ -98,45 +128,121 @@ FrameOutcome act(packet::FrameBytes frame, packet::ParsedPacket& p, const Snapsh
       }
       return packet::choose_backend(service, q, seed);
     };
-    packet::Verdict v = packet::balance(frame, p, tables.services, choose, any_port);
-    return outcome(v, missed);
+    // Balanced traffic leaves by the kernel's route to the rewritten destination.
+    KernelNextHop next_hop{s, sinks, missed, mtu, frame};
+    o = outcome(packet::balance(frame, p, tables.services, choose, next_hop), missed);
+  } else if (const packet::RouteEntry* route = tables.routes.lookup(p)) {
+    ConfiguredNextHop next_hop{s, *route, sinks, missed, mtu, frame};
+    o = outcome(packet::route_via(frame, p, next_hop), missed);
   }
-  if (const packet::RouteEntry* route = tables.routes.lookup(p)) {
-    // A configured route names the egress port; the kernel's routes on that port say whether the
-    // destination is on the link or behind a gateway.
-    auto via_port = [&](const packet::ParsedPacket& q, packet::NextHop& out) {
-      const KernelRoute* r =
-          s.next_hops->routes.lookup(q.dst_address, q.version, route->egress_port);
-      const auto& next_hop = r && r->gateway ? r->gateway->bytes : q.dst_address;
-      return resolve_on(s, route->egress_port, q.version, next_hop, sinks, missed, out);
-    };
-    packet::Verdict v = packet::route_via(frame, p, via_port);
-    return outcome(v, missed);
+  if (o.fate == Fate::drop && o.drop == Drop::too_big) {
+    // The error quotes the datagram as its sender sent it, so its stack finds the socket.
+    if (p.dst_address != arrived.dst_address || p.dst_port != arrived.dst_port) {
+      packet::rewrite_endpoint(frame, p, packet::Side::destination, arrived.dst_address,
+                               arrived.dst_port);
+    }
+    if (p.src_address != arrived.src_address || p.src_port != arrived.src_port) {
+      packet::rewrite_endpoint(frame, p, packet::Side::source, arrived.src_address,
+                               arrived.src_port);
+    }
+    return {o, mtu.too_big_mtu};
   }
-  return FrameOutcome::dropped(Drop::unexpected);
+  if (o.fate != Fate::drop) o.fragment_mtu = mtu.fragment_mtu;
+  return {o};
 }
 
-}  // namespace
+FrameOutcome send_generated(packet::FrameBytes frame, const packet::ParsedPacket& p,
+                            const Snapshot& s, FrameSinks sinks) noexcept {
+  const KernelRoute* r = s.next_hops->routes.lookup(p.dst_address, p.version);
+  if (!r) return FrameOutcome::dropped(Drop::no_route);
+  NeighbourKey missed{};
+  packet::NextHop hop;
+  const auto& next_hop = r->gateway ? r->gateway->bytes : p.dst_address;
+  DropReason miss = resolve_on(s, r->port, p.version, next_hop, sinks, missed, hop);
+  if (miss == DropReason::neighbour_miss) hop.dst_mac = {};
+  std::memcpy(frame.data(), hop.dst_mac.data(), hop.dst_mac.size());
+  std::memcpy(frame.data() + 6, hop.src_mac.data(), hop.src_mac.size());
+  return miss == DropReason::neighbour_miss ? FrameOutcome::held(r->port, missed)
+                                            : FrameOutcome::to(r->port);
+}
+
+FrameOutcome answer_with_error(packet::FrameBytes frame, packet::ParsedPacket& p,
+                               const packet::IcmpReason& reason, Drop why, const Snapshot& s,
+                               FrameSinks sinks, const IpHop& hop) noexcept {
+  // RFC 1812 4.3.2.7: no error about a fragment but the first (nor, by construction, about an
+  // ICMP error: only UDP datagrams come here).
+  if (!hop.icmp_limit || !hop.next_ip_id || !s.ports || p.fragment_tail) {
+    return FrameOutcome::dropped(why);
+  }
+  const KernelRoute* r = s.next_hops->routes.lookup(p.src_address, p.version);
+  const PortAddress* source = r ? s.ports->source_for(r->port, p.version) : nullptr;
+  if (!source) return FrameOutcome::dropped(why);
+  if (!hop.icmp_limit->allow(p.src_address, hop.now_ms)) {
+    sinks.counters.icmp_rate_limited.add();
+    return FrameOutcome::dropped(why);
+  }
+  packet::FrameBytes room(frame.data(), frame.size() + hop.room);
+  std::uint32_t length =
+      packet::build_icmp_error(room, p, reason, source->bytes, (*hop.next_ip_id)++);
+  if (length == 0) return FrameOutcome::dropped(why);
+  FrameOutcome o = send_generated(packet::FrameBytes(frame.data(), length), p, s, sinks);
+  if (o.fate == Fate::drop) return o;
+  sinks.counters.drops[static_cast<std::size_t>(why)].add();
+  (why == Drop::ttl_expired ? sinks.counters.icmp_time_exceeded : sinks.counters.icmp_too_big)
+      .add();
+  o.length = length;
+  return o;
+}
+
+packet::IcmpReason time_exceeded(packet::IpVersion v) {
+  return {v == packet::IpVersion::v4 ? packet::kIcmpTimeExceeded : packet::kIcmp6TimeExceeded, 0,
+          0};
+}
+
+packet::IcmpReason too_big(packet::IpVersion v, std::uint32_t mtu) {
+  return v == packet::IpVersion::v4 ? packet::IcmpReason{packet::kIcmpDestinationUnreachable,
+                                                         packet::kIcmpFragmentationNeeded, mtu}
+                                    : packet::IcmpReason{packet::kIcmp6PacketTooBig, 0, mtu};
+}
+
+FrameOutcome answer_drop(packet::FrameBytes frame, packet::ParsedPacket& p, const Acted& a,
+                         const Snapshot& s, FrameSinks sinks, const IpHop& hop) noexcept {
+  if (a.outcome.drop == Drop::ttl_expired) {
+    return answer_with_error(frame, p, time_exceeded(p.version), Drop::ttl_expired, s, sinks, hop);
+  }
+  if (a.outcome.drop == Drop::too_big) {
+    return answer_with_error(frame, p, too_big(p.version, a.too_big_mtu), Drop::too_big, s, sinks,
+                             hop);
+  }
+  return a.outcome;
+}
+
+}  // namespace steps
 
 FrameOutcome process_frame(packet::FrameBytes frame, const Snapshot& s, std::uint32_t ingress_slot,
-                           FrameSinks sinks, FlowAffinity flows) noexcept {
+                           FrameSinks sinks, FlowAffinity flows, IpHop hop) noexcept {
   packet::ParsedPacket p;
   packet::ParseError err = packet::parse_frame(frame, p);
   if (err != packet::ParseError::none) {
+    if (is_udp_fragment(err, p)) {
+      return process_fragment(frame, p, s, ingress_slot, sinks, flows, hop);
+    }
+    if (is_icmp(err, p)) return process_icmp_error(frame, p, s, sinks, flows);
     return FrameOutcome::dropped(packet::passes_to_kernel(err) ? Drop::unexpected
                                                                : Drop::malformed);
   }
   if (p.protocol != IPPROTO_UDP) return FrameOutcome::dropped(Drop::unexpected);
   // Decided on the frame as it came: the signature is the pseudo-header of the original addresses.
   packet::L4Checksum checksum = packet::classify_l4_checksum(frame, p);
-  FrameOutcome o = act(frame, p, s, ingress_slot, sinks, flows);
-  if (o.fate != Fate::drop && packet::needs_finishing(checksum)) {
+  steps::Acted a = steps::act(frame, p, s, ingress_slot, sinks, flows);
+  if (a.outcome.fate == Fate::drop) return steps::answer_drop(frame, p, a, s, sinks, hop);
+  if (packet::needs_finishing(checksum)) {
     packet::finish_l4_checksum(frame, p);
     (checksum == packet::L4Checksum::partial ? sinks.counters.checksums_partial
                                              : sinks.counters.checksums_ipv6_zero)
         .add();
   }
-  return o;
+  return a.outcome;
 }
 
 }  // namespace ferry::fastpath

@@ -1,16 +1,20 @@
 // What a worker does with one received frame: parse, match a service (balance or reflect) or a
-// configured route, find the next hop, rewrite in place, finish a partial checksum. Returns where
-// the frame goes, that it waits for its next hop's MAC, or why it is dropped. No allocation, lock,
-// exception, virtual call or std::function.
+// configured route, find the next hop, rewrite in place, finish a partial checksum; as an IP hop
+// also fragments (ip_hop.hh), ICMP errors about balanced datagrams, and the errors the gateway
+// owes (time exceeded, fragmentation needed). Returns where the frame goes, that it waits for its
+// next hop's MAC or its first fragment, or why it is dropped. No allocation, lock, exception,
+// virtual call or std::function.
 #pragma once
 
 #include <cstdint>
 
 #include "lib/fastpath/flow_table.hh"
+#include "lib/fastpath/fragment_table.hh"
 #include "lib/fastpath/resolution_queue.hh"
 #include "lib/fastpath/snapshot.hh"
 #include "lib/fastpath/worker_counters.hh"
 #include "lib/packet/bytes.hh"
+#include "lib/packet/icmp_rate_limit.hh"
 #include "lib/packet/verdict.hh"
 
 namespace ferry::fastpath {
@@ -19,19 +23,37 @@ enum class Fate : std::uint8_t {
   forward,  // send out of egress_slot
   hold,     // rewritten but for the destination MAC: hold until next_hop resolves, then send
   drop,     // drop, counted as `drop`
+  wait,     // a later fragment whose first has not come: the fragment table is to hold it
 };
+
+inline constexpr std::uint32_t kNoDatagram = ~0u;
 
 struct FrameOutcome {
   Fate fate = Fate::drop;
   std::uint32_t egress_slot = 0;  // forward, hold: the port slot to transmit on
   Drop drop = Drop::unexpected;   // drop: why
   NeighbourKey next_hop{};        // hold: whose MAC the frame waits for
+  // forward, hold: the frame's length now, when the action changed it (an ICMP error was built
+  // in it, the frame's own bytes and the room after them); 0: unchanged.
+  std::uint32_t length = 0;
+  // forward, hold: an IPv4 datagram without DF larger than the egress MTU, to be cut into
+  // fragments of at most this many IP bytes before it is sent or held; 0: fits.
+  std::uint32_t fragment_mtu = 0;
+  // wait: the fragment table's slot of its datagram. Any fate: a first fragment decided its
+  // datagram (or had it refused): the later fragments held for this slot are to be processed.
+  std::uint32_t datagram = kNoDatagram;
+  std::uint32_t release = kNoDatagram;
 
-  static FrameOutcome to(std::uint32_t slot) { return {Fate::forward, slot, Drop::unexpected, {}}; }
+  static FrameOutcome to(std::uint32_t slot) { return {Fate::forward, slot}; }
   static FrameOutcome held(std::uint32_t slot, const NeighbourKey& next_hop) {
     return {Fate::hold, slot, Drop::unexpected, next_hop};
   }
-  static FrameOutcome dropped(Drop why) { return {Fate::drop, 0, why, {}}; }
+  static FrameOutcome dropped(Drop why) { return {Fate::drop, 0, why}; }
+  static FrameOutcome waiting(std::uint32_t datagram) {
+    FrameOutcome o{Fate::wait};
+    o.datagram = datagram;
+    return o;
+  }
   bool operator==(const FrameOutcome&) const = default;
 };
 
@@ -49,10 +71,26 @@ struct FlowAffinity {
   std::uint32_t now_ms = 0;
 };
 
+// The worker's IP-hop state: its fragment table, its ICMP rate limit and identification counter,
+// the batch's clock, and how many bytes after the frame's end the frame may grow into (up to the
+// end of its UMEM frame: an ICMP error about a small datagram is larger than the datagram). Frames
+// the fragment table gives up while processing one (a full bucket's oldest datagram) are appended
+// to `orphans` (capacity: the table's held_frames) for the worker to free. No table: fragments are
+// dropped as unexpected; no rate limit: no error is sent.
+struct IpHop {
+  FragmentTable* fragments = nullptr;
+  packet::IcmpRateLimit* icmp_limit = nullptr;
+  std::uint16_t* next_ip_id = nullptr;
+  std::uint64_t now_ms = 0;
+  std::uint32_t room = 0;
+  std::span<std::uint64_t> orphans;
+  std::uint32_t* orphan_count = nullptr;
+};
+
 // `frame` is rewritten in place when forwarded (and may be partly rewritten when dropped).
 // `ingress_slot` is the slot of the port the frame arrived on (reflect sends it back there).
 FrameOutcome process_frame(packet::FrameBytes frame, const Snapshot& snapshot,
-                           std::uint32_t ingress_slot, FrameSinks sinks,
-                           FlowAffinity flows = {}) noexcept;
+                           std::uint32_t ingress_slot, FrameSinks sinks, FlowAffinity flows = {},
+                           IpHop hop = {}) noexcept;
 
 }  // namespace ferry::fastpath

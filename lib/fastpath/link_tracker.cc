@@ -58,4 +58,11 @@ std::vector<LinkEvent> LinkTracker::reconcile(const std::vector<LinkMessage>& pr
   return events;
 }
 
+bool LinkTracker::follows(int ifindex) const {
+  for (const FollowedLink& l : links_) {
+    if (l.ifindex == ifindex && !l.gone) return true;
+  }
+  return false;
+}
+
 }  // namespace ferry::fastpath

@@ -40,6 +40,8 @@ class LinkTracker {
   std::vector<LinkEvent> reconcile(const std::vector<LinkMessage>& present);
 
   const std::vector<FollowedLink>& links() const { return links_; }
+  // True when `ifindex` is the bound ifindex of a followed interface that is not gone.
+  bool follows(int ifindex) const;
 
  private:
   std::vector<FollowedLink> links_;

@@ -16,8 +16,10 @@ constexpr const char* kLossesHelp =
 
 }  // namespace
 
-LinkWatch::LinkWatch(boost::asio::io_context& io, metrics::Registry& registry, Returned returned)
+LinkWatch::LinkWatch(boost::asio::io_context& io, metrics::Registry& registry, Returned returned,
+                     Changed changed)
     : returned_(std::move(returned)),
+      changed_(std::move(changed)),
       events_(RTMGRP_LINK),
       events_wait_(io, events_.duplicate_fd()) {
   arm_read();
@@ -71,9 +73,15 @@ void LinkWatch::on_readable() {
   bool complete = events_.drain([&messages](const nlmsghdr* h) {
     if (auto link = parse_link(h)) messages.push_back(std::move(*link));
   });
+  bool followed_changed = false;
   for (const LinkMessage& m : messages) {
-    if (auto event = tracker_.handle(m)) act(*event);
+    if (auto event = tracker_.handle(m)) {
+      act(*event);
+    } else {
+      followed_changed |= tracker_.follows(m.ifindex);
+    }
   }
+  if (followed_changed && changed_) changed_();
   // Notifications were lost: what the kernel has now is the truth.
   if (!complete) resync();
 }

@@ -25,10 +25,14 @@ class LinkWatch {
   // Called on the io_context's thread when a followed interface is back; it must not destroy the
   // watch from inside the call (post the re-bind instead).
   using Returned = std::function<void(const LinkEvent&)>;
+  // Called on the io_context's thread for every notification about a followed interface that
+  // stays (its MTU, flags or addresses may have changed).
+  using Changed = std::function<void()>;
 
   // Subscribes to link notifications and starts reading them. Throws std::system_error when
   // netlink is unusable.
-  LinkWatch(boost::asio::io_context& io, metrics::Registry& registry, Returned returned);
+  LinkWatch(boost::asio::io_context& io, metrics::Registry& registry, Returned returned,
+            Changed changed = {});
   ~LinkWatch();
   LinkWatch(const LinkWatch&) = delete;
   LinkWatch& operator=(const LinkWatch&) = delete;
@@ -48,6 +52,7 @@ class LinkWatch {
   void collect(metrics::SnapshotBuilder& out) const;
 
   Returned returned_;
+  Changed changed_;
   RtnetlinkSocket events_;                             // RTMGRP_LINK
   RtnetlinkSocket requests_;                           // RTM_GETLINK dumps
   boost::asio::posix::stream_descriptor events_wait_;  // a dup of events_' fd, for async_wait

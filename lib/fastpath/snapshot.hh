@@ -10,6 +10,7 @@
 #include "bpf/ferry_shared.h"
 #include "lib/fastpath/kernel_routes.hh"
 #include "lib/fastpath/neighbour_table.hh"
+#include "lib/fastpath/port_facts.hh"
 #include "lib/packet/route_table.hh"
 #include "lib/packet/service_table.hh"
 
@@ -30,6 +31,7 @@ struct ConfigTables {
 struct Snapshot {
   std::shared_ptr<const ConfigTables> config;
   std::shared_ptr<const NextHopTables> next_hops;
+  std::shared_ptr<const PortFacts> ports;  // MTUs and addresses: never null once published
   std::array<packet::MacAddress, FERRY_MAX_INTERFACES> port_macs{};  // by slot
   std::uint32_t port_count = 0;
 };

@@ -9,11 +9,26 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "lib/fastpath/ip_hop.hh"
 #include "lib/packet/bytes.hh"
+#include "lib/packet/fragment.hh"
 #include "lib/xsk/recycle.hh"
 #include "lib/xsk/wakeup.hh"
 
 namespace ferry::fastpath {
+namespace {
+
+// Fragments waiting for their first are UMEM frames too: an eighth of the slab at most, so the
+// fill rings never starve (with the neighbour hold queue's quarter, under half in all).
+FragmentTable::Limits fragment_limits(std::uint32_t slab_frames) {
+  FragmentTable::Limits limits;
+  limits.held_frames = std::min(limits.held_frames, std::max(slab_frames / 8, 1u));
+  return limits;
+}
+
+constexpr std::uint64_t kFragmentSweepEveryMs = 10;
+
+}  // namespace
 
 Worker::Worker(const WorkerOptions& options, xsk::UmemSlab slab, std::vector<WorkerPort> ports,
                SnapshotBoard::Reader reader)
@@ -22,7 +37,8 @@ Worker::Worker(const WorkerOptions& options, xsk::UmemSlab slab, std::vector<Wor
       ports_(std::move(ports)),
       reader_(reader),
       held_(HoldQueue::for_slab(slab_.frame_count())),
-      flows_(options.flows.entries, options.flows.idle_timeout_ms, counters_.flows) {
+      flows_(options.flows.entries, options.flows.idle_timeout_ms, counters_.flows),
+      fragments_(fragment_limits(slab_.frame_count())) {
   if (options_.burst == 0 || options_.burst > kMaxBurst) {
     throw std::invalid_argument("worker burst must be 1.." + std::to_string(kMaxBurst));
   }
@@ -55,6 +71,9 @@ bool Worker::poll_once() {
   bool work = false;
   for (std::uint32_t i = 0; i < ports_.size(); ++i) work |= recycle(i);
   if (!held_.empty()) work |= serve_held(snapshot);
+  if (fragments_.held_count() != 0 || fragments_.datagrams_in_use() != 0) {
+    work |= sweep_fragments(FlowTable::clock_ms());
+  }
   // One clock read per turn with frames serves every frame of its bursts (flow ages are in
   // coarse ticks); an idle spin reads none.
   FlowAffinity flows;
@@ -89,6 +108,7 @@ std::uint32_t Worker::receive(std::uint32_t port_index, const Snapshot& snapshot
   std::uint64_t bytes = 0;
   std::uint64_t requested = counters_.resolutions_requested.value();
   FrameSinks sinks{resolutions_, counters_};
+  const std::uint64_t now_ms = flows.table ? flows.now_ms : FlowTable::clock_ms();
   for (std::uint32_t k = 0; k < got.size(); ++k) {
     const xdp_desc d = got[k];
     bytes += d.len;
@@ -98,8 +118,14 @@ std::uint32_t Worker::receive(std::uint32_t port_index, const Snapshot& snapshot
       counters_.rejected_frames.add();
       continue;
     }
-    FrameOutcome o =
-        process_frame(packet::frame_bytes(data, d.len), snapshot, port.slot, sinks, flows);
+    FrameOutcome o = process_frame(packet::frame_bytes(data, d.len), snapshot, port.slot, sinks,
+                                   flows, ip_hop(d.addr, d.len, now_ms));
+    if (orphan_count_ != 0) free_orphans();
+    if (o.length != 0 || o.fragment_mtu != 0 || o.fate == Fate::wait || o.release != kNoDatagram) {
+      dispose(d.addr, d.len, o, now_ms, drops);
+      if (o.release != kNoDatagram) release_fragments(o.release, snapshot, now_ms, drops);
+      continue;
+    }
     if (o.fate != Fate::drop) {
       std::int8_t egress = o.egress_slot < FERRY_MAX_INTERFACES ? port_of_slot_[o.egress_slot] : -1;
       if (egress < 0) {
@@ -131,6 +157,123 @@ std::uint32_t Worker::receive(std::uint32_t port_index, const Snapshot& snapshot
     }
   }
   return got.size();
+}
+
+IpHop Worker::ip_hop(std::uint64_t addr, std::uint32_t len, std::uint64_t now_ms) {
+  std::uint64_t end = slab_.frame_base(addr) + slab_.frame_bytes();
+  std::uint32_t room = end > addr + len ? static_cast<std::uint32_t>(end - addr - len) : 0;
+  return IpHop{&fragments_, &icmp_limit_, &next_ip_id_, now_ms, room, orphans_, &orphan_count_};
+}
+
+void Worker::dispose(std::uint64_t addr, std::uint32_t len, const FrameOutcome& o,
+                     std::uint64_t now_ms, std::array<std::uint32_t, kDropCount>& drops) {
+  if (o.length != 0) len = o.length;
+  Drop why = o.drop;
+  if (o.fate == Fate::wait) {
+    if (fragments_.hold(o.datagram, addr, len, now_ms)) {
+      counters_.fragments_held.add();
+      return;
+    }
+    why = Drop::fragment_hold_full;
+  } else if (o.fate != Fate::drop) {
+    std::int8_t egress = o.egress_slot < FERRY_MAX_INTERFACES ? port_of_slot_[o.egress_slot] : -1;
+    if (egress >= 0) {
+      if (o.fragment_mtu != 0) {
+        cut_and_send(egress, addr, len, o, drops);
+      } else {
+        send_or_hold(egress, addr, len, o, drops);
+      }
+      return;
+    }
+    why = Drop::no_tx_queue;
+  }
+  ++drops[static_cast<std::size_t>(why)];
+  free_frames({&addr, 1});
+}
+
+void Worker::send_or_hold(std::int8_t egress, std::uint64_t addr, std::uint32_t len,
+                          const FrameOutcome& o, std::array<std::uint32_t, kDropCount>& drops) {
+  if (o.fate == Fate::forward) {
+    stage(egress, addr, len);
+    return;
+  }
+  if (held_.hold(o.next_hop, o.egress_slot, addr, len)) {
+    counters_.neighbour_held.add();
+    return;
+  }
+  ++drops[static_cast<std::size_t>(Drop::neighbour_hold_full)];
+  free_frames({&addr, 1});
+}
+
+// An IPv4 datagram (or fragment) without DF over the egress MTU, routed already: cut into
+// fragments as a router does, the first in its own frame, the others in frames of the slab.
+void Worker::cut_and_send(std::int8_t egress, std::uint64_t addr, std::uint32_t len,
+                          const FrameOutcome& o, std::array<std::uint32_t, kDropCount>& drops) {
+  constexpr std::uint32_t kMaxPieces = 64;
+  packet::FrameBytes frame = packet::frame_bytes(slab_.packet(addr, len), len);
+  packet::ParsedPacket p;
+  packet::Fragment f;
+  packet::ParseError err = packet::parse_frame(frame, p);
+  bool parsed = err == packet::ParseError::none ||
+                (err == packet::ParseError::ipv4_fragment &&
+                 packet::parse_fragment(frame, p, f) == packet::FragmentParse::fragment);
+  std::uint32_t count = parsed ? packet::ipv4_fragment_count(p, o.fragment_mtu) : 0;
+  std::array<std::uint64_t, kMaxPieces> extra{};
+  std::uint32_t got = 0;
+  if (count >= 1 && count <= kMaxPieces) got = slab_.alloc({extra.data(), count - 1});
+  if (count == 0 || count > kMaxPieces || got < count - 1) {
+    if (got < count - 1) counters_.slab_empty.add();
+    free_frames({extra.data(), got});
+    ++drops[static_cast<std::size_t>(Drop::too_big)];
+    free_frames({&addr, 1});
+    return;
+  }
+  std::array<packet::FrameBytes, kMaxPieces> more{};
+  for (std::uint32_t i = 0; i + 1 < count; ++i) {
+    more[i] = packet::frame_bytes(slab_.packet(extra[i], slab_.frame_bytes()), slab_.frame_bytes());
+  }
+  std::array<std::uint32_t, kMaxPieces> lengths{};
+  if (!packet::fragment_ipv4(frame, p, o.fragment_mtu, {more.data(), count - 1},
+                             {lengths.data(), count})) {
+    free_frames({extra.data(), count - 1});
+    ++drops[static_cast<std::size_t>(Drop::too_big)];
+    free_frames({&addr, 1});
+    return;
+  }
+  counters_.fragments_made.add(count);
+  send_or_hold(egress, addr, lengths[0], o, drops);
+  for (std::uint32_t i = 0; i + 1 < count; ++i)
+    send_or_hold(egress, extra[i], lengths[i + 1], o, drops);
+}
+
+void Worker::release_fragments(std::uint32_t datagram, const Snapshot& snapshot,
+                               std::uint64_t now_ms, std::array<std::uint32_t, kDropCount>& drops) {
+  FrameSinks sinks{resolutions_, counters_};
+  std::array<FragmentTable::HeldFrame, 32> taken;
+  for (std::uint32_t n; (n = fragments_.take_held(datagram, taken)) != 0;) {
+    for (std::uint32_t i = 0; i < n; ++i) {
+      const FragmentTable::HeldFrame& h = taken[i];
+      FrameOutcome o = follow_held(packet::frame_bytes(slab_.packet(h.addr, h.len), h.len),
+                                   snapshot, sinks, fragments_, datagram);
+      dispose(h.addr, h.len, o, now_ms, drops);
+    }
+  }
+}
+
+void Worker::free_orphans() {
+  counters_.drops[static_cast<std::size_t>(Drop::fragment_hold_full)].add(orphan_count_);
+  free_frames({orphans_.data(), orphan_count_});
+  orphan_count_ = 0;
+}
+
+bool Worker::sweep_fragments(std::uint64_t now_ms) {
+  if (now_ms < next_fragment_sweep_ms_) return false;
+  next_fragment_sweep_ms_ = now_ms + kFragmentSweepEveryMs;
+  std::uint32_t expired = fragments_.sweep(now_ms, [this](const FragmentTable::HeldFrame& h) {
+    free_frames({&h.addr, 1});
+  });
+  counters_.drops[static_cast<std::size_t>(Drop::fragment_timeout)].add(expired);
+  return expired > 0;
 }
 
 void Worker::stage(std::int8_t port_index, std::uint64_t addr, std::uint32_t len) {
@@ -248,7 +391,7 @@ std::uint32_t Worker::tx_in_flight() const {
 }
 
 xsk::FrameAccount Worker::account() const {
-  return xsk::account_frames(slab_, rings_, held_.size());
+  return xsk::account_frames(slab_, rings_, held_.size() + fragments_.held_count());
 }
 
 void Worker::run(const std::atomic<bool>& stop, int wake_fd, const std::function<void()>& beat) {
@@ -288,6 +431,7 @@ void Worker::run(const std::atomic<bool>& stop, int wake_fd, const std::function
   }
   // Held frames go back to the slab: the worker stops, and nothing will send them.
   held_.clear([this](const HoldQueue::Frame& f) { free_frames({&f.addr, 1}); });
+  fragments_.clear([this](const FragmentTable::HeldFrame& f) { free_frames({&f.addr, 1}); });
   publish_account();
   reader_.park();
 }

@@ -16,6 +16,7 @@
 #include "bpf/ferry_shared.h"
 #include "lib/config/config.hh"
 #include "lib/fastpath/flow_table.hh"
+#include "lib/fastpath/fragment_table.hh"
 #include "lib/fastpath/frame_processor.hh"
 #include "lib/fastpath/hold_queue.hh"
 #include "lib/fastpath/resolution_queue.hh"
@@ -87,6 +88,7 @@ class Worker {
   std::span<const WorkerPort> ports() const { return ports_; }
   const HoldQueue& held() const { return held_; }
   const FlowTable& flows() const { return flows_; }
+  const FragmentTable& fragments() const { return fragments_; }
   // A handover, before the worker runs: its slab's free stack as the previous ferryd's worker
   // left it (UmemSlab::restore_free), and that worker's flows.
   void restore_free_frames(std::span<const std::uint64_t> free) { slab_.restore_free(free); }
@@ -104,6 +106,19 @@ class Worker {
   void transmit(std::uint32_t port_index);
   void stage(std::int8_t port_index, std::uint64_t addr, std::uint32_t len);
   bool serve_held(const Snapshot& snapshot);
+  // The IP hop's rarer outcomes (ip_hop.hh): a changed length, fragments to cut, a later fragment
+  // to hold for its first, the held ones a first fragment releases. `drops` as in receive().
+  IpHop ip_hop(std::uint64_t addr, std::uint32_t len, std::uint64_t now_ms);
+  void dispose(std::uint64_t addr, std::uint32_t len, const FrameOutcome& o, std::uint64_t now_ms,
+               std::array<std::uint32_t, kDropCount>& drops);
+  void send_or_hold(std::int8_t egress, std::uint64_t addr, std::uint32_t len,
+                    const FrameOutcome& o, std::array<std::uint32_t, kDropCount>& drops);
+  void cut_and_send(std::int8_t egress, std::uint64_t addr, std::uint32_t len,
+                    const FrameOutcome& o, std::array<std::uint32_t, kDropCount>& drops);
+  void release_fragments(std::uint32_t datagram, const Snapshot& snapshot, std::uint64_t now_ms,
+                         std::array<std::uint32_t, kDropCount>& drops);
+  void free_orphans();
+  bool sweep_fragments(std::uint64_t now_ms);
   bool recycle(std::uint32_t port_index);
   void kick(std::uint32_t port_index);
   void free_frames(std::span<const std::uint64_t> addrs);
@@ -122,6 +137,12 @@ class Worker {
   std::uint64_t held_checked_generation_ = 0;  // the snapshot the held frames were last tried on
   WorkerCounters counters_;
   FlowTable flows_;  // after counters_, which it writes from its constructor on
+  FragmentTable fragments_;
+  packet::IcmpRateLimit icmp_limit_;
+  std::uint16_t next_ip_id_ = 0;
+  std::array<std::uint64_t, FragmentTable::Limits{}.held_frames> orphans_{};
+  std::uint32_t orphan_count_ = 0;
+  std::uint64_t next_fragment_sweep_ms_ = 0;
   PublishedAccount published_;
 };
 

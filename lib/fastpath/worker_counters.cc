@@ -23,6 +23,22 @@ std::string_view to_string(Drop d) {
       return "unexpected";
     case Drop::no_tx_queue:
       return "no_tx_queue";
+    case Drop::fragment_duplicate:
+      return "fragment_duplicate";
+    case Drop::fragment_overlap:
+      return "fragment_overlap";
+    case Drop::fragment_tiny:
+      return "fragment_tiny";
+    case Drop::fragment_refused:
+      return "fragment_refused";
+    case Drop::fragment_hold_full:
+      return "fragment_hold_full";
+    case Drop::fragment_timeout:
+      return "fragment_timeout";
+    case Drop::too_big:
+      return "too_big";
+    case Drop::icmp_unmatched:
+      return "icmp_unmatched";
   }
   return "unknown";
 }

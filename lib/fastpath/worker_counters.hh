@@ -21,11 +21,21 @@ enum class Drop : std::uint8_t {
   malformed,            // headers the parser refused, or a descriptor outside the worker's slab
   ttl_expired,          // TTL / hop limit <= 1
   no_route,             // no kernel route out of an XDP port to the (rewritten) destination
-  unexpected,         // steered to AF_XDP but no service or route of this worker's tables wants it
-  no_tx_queue,        // the egress interface has no AF_XDP socket on this worker's queue
-  neighbour_timeout,  // held for a next hop that stayed unresolved for HoldQueue::kTimeout
+  unexpected,          // steered to AF_XDP but no service or route of this worker's tables wants it
+  no_tx_queue,         // the egress interface has no AF_XDP socket on this worker's queue
+  neighbour_timeout,   // held for a next hop that stayed unresolved for HoldQueue::kTimeout
+  fragment_duplicate,  // a fragment whose every byte was seen before
+  fragment_overlap,    // a fragment overlapping others (the whole datagram is refused), or one
+                       // of a datagram in more separate pieces than are tracked
+  fragment_tiny,       // a first fragment too short for the UDP header (the datagram is refused)
+  fragment_refused,    // a fragment of a datagram refused before (overlap, tiny, first dropped)
+  fragment_hold_full,  // a fragment before its first, with the held frames or bytes at their bound
+  fragment_timeout,    // a fragment whose first fragment did not come within the held timeout
+  too_big,             // larger than the egress link's MTU with DF set (or IPv6): answered with
+                       // fragmentation needed / packet too big unless rate-limited
+  icmp_unmatched,      // an ICMP error quoting a datagram no service sent or received
 };
-inline constexpr std::size_t kDropCount = static_cast<std::size_t>(Drop::neighbour_timeout) + 1;
+inline constexpr std::size_t kDropCount = static_cast<std::size_t>(Drop::icmp_unmatched) + 1;
 std::string_view to_string(Drop d);
 
 // Per (worker, port): traffic in and out of one AF_XDP socket.
@@ -61,6 +71,14 @@ struct alignas(64) WorkerCounters {
   metrics::Counter neighbour_released;     // ... sent once its MAC was published
   metrics::Counter checksums_partial;      // L4 checksums finished: arrived CHECKSUM_PARTIAL
   metrics::Counter checksums_ipv6_zero;    // ... computed: UDP over IPv6 arrived with 0
+  // The IP hop: fragments, ICMP errors, path MTU (ip_hop.hh).
+  metrics::Counter fragments_forwarded;  // fragments translated (or routed) and sent on
+  metrics::Counter fragments_held;       // later fragments held for their first
+  metrics::Counter fragments_made;       // IPv4 fragments cut from datagrams over the next MTU
+  metrics::Counter icmp_translated;      // ICMP errors about balanced datagrams, translated
+  metrics::Counter icmp_time_exceeded;   // time exceeded sent for TTL / hop limit expiring here
+  metrics::Counter icmp_too_big;         // fragmentation needed / packet too big sent
+  metrics::Counter icmp_rate_limited;    // errors not sent: over the ICMP rate limit
   std::array<PortCounters, FERRY_MAX_INTERFACES> ports;  // by the worker's port index
   FlowCounters flows;
 };

@@ -77,10 +77,15 @@ void Daemon::State::apply_steering() {
 // port's sockets are dead, the others serve) until the interface returns.
 void Daemon::State::follow_links() {
   if (!link_watch && fastpath) {
-    link_watch = std::make_unique<fastpath::LinkWatch>(io, registry, [this](const auto&) {
-      // Not from inside the watch's handler: the re-bind replaces the plane and follows again.
-      boost::asio::post(io, [this] { rebind_data_plane(); });
-    });
+    link_watch = std::make_unique<fastpath::LinkWatch>(
+        io, registry,
+        [this](const auto&) {
+          // Not from inside the watch's handler: the re-bind replaces the plane and follows again.
+          boost::asio::post(io, [this] { rebind_data_plane(); });
+        },
+        [this] {
+          if (fastpath) fastpath->refresh_ports();  // an MTU may have changed
+        });
   }
   if (!link_watch) return;
   std::vector<std::pair<std::string, int>> bound;

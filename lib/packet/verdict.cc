@@ -31,6 +31,8 @@ std::string_view to_string(DropReason r) {
       return "neighbour_miss";
     case DropReason::no_route:
       return "no_route";
+    case DropReason::too_big:
+      return "too_big";
   }
   return "unknown";
 }

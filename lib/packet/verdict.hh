@@ -24,8 +24,9 @@ enum class DropReason : std::uint8_t {
   malformed,    // parse failed (the ParseError says how) or the frame is not what the action needs
   neighbour_miss,  // the caller's neighbour lookup has no MAC yet: route_via() holds the frame
   no_route,        // decided by the caller's route lookup
+  too_big,         // the caller's next hop: larger than the egress MTU and may not be fragmented
 };
-inline constexpr std::size_t kDropReasonCount = static_cast<std::size_t>(DropReason::no_route) + 1;
+inline constexpr std::size_t kDropReasonCount = static_cast<std::size_t>(DropReason::too_big) + 1;
 
 std::string_view to_string(VerdictKind k);
 // Stable snake_case name, for metrics labels ("reason").

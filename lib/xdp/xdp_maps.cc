@@ -24,7 +24,8 @@ using bpf::ferry_lpm6_key;
 using bpf::ferry_route_value;
 using bpf::ferry_service_value;
 
-ferry_endpoint_key endpoint_key(const net::IpAddress& addr, std::uint16_t port, std::uint8_t proto) {
+ferry_endpoint_key endpoint_key(const net::IpAddress& addr, std::uint16_t port,
+                                std::uint8_t proto) {
   ferry_endpoint_key key{};
   key.family = static_cast<std::uint8_t>(addr.family);
   key.proto = proto;
@@ -48,8 +49,8 @@ template <typename Key, typename Value>
 void sync_map(int fd, const std::map<Key, Value, KeyLess<Key>>& wanted, const char* what) {
   for (const auto& [key, value] : wanted) {
     if (bpf_map_update_elem(fd, &key, &value, BPF_ANY) != 0) {
-      throw std::runtime_error(std::string("updating the XDP ") + what + " map: " +
-                               std::strerror(errno) +
+      throw std::runtime_error(std::string("updating the XDP ") + what +
+                               " map: " + std::strerror(errno) +
                                (errno == E2BIG || errno == ENOSPC ? " (too many entries)" : ""));
     }
   }
@@ -125,9 +126,16 @@ std::uint32_t XdpMapSync::id_for(const std::string& name) {
 
 void XdpMapSync::apply(const XdpMapFds& fds, const config::Config& config) {
   std::map<ferry_endpoint_key, ferry_service_value, KeyLess<ferry_endpoint_key>> services, backends;
+  std::map<ferry_endpoint_key, std::uint32_t, KeyLess<ferry_endpoint_key>> udp_hosts;
   std::set<std::string> names;
   for (const auto& svc : config.services) {
     names.insert(svc.name);
+    if (svc.protocols.udp) {
+      udp_hosts[endpoint_key(svc.vip, 0, IPPROTO_UDP)] |= FERRY_HOST_VIP;
+      for (const auto& b : svc.backends) {
+        udp_hosts[endpoint_key(b.address, 0, IPPROTO_UDP)] |= FERRY_HOST_BACKEND;
+      }
+    }
     ferry_service_value value{id_for(svc.name), 0};
     for (auto proto : protos_of(svc.protocols)) {
       services[endpoint_key(svc.vip, svc.port, proto)] = value;
@@ -146,7 +154,8 @@ void XdpMapSync::apply(const XdpMapFds& fds, const config::Config& config) {
       ++it;
     } else {
       id_used_[it->second] = false;
-      std::vector<bpf::ferry_action_counter> zero(static_cast<std::size_t>(libbpf_num_possible_cpus()));
+      std::vector<bpf::ferry_action_counter> zero(
+          static_cast<std::size_t>(libbpf_num_possible_cpus()));
       for (std::uint32_t direction = 0; direction < bpf::FERRY_DIRECTION_COUNT; ++direction) {
         std::uint32_t slot = bpf::ferry_service_slot(it->second, direction);
         bpf_map_update_elem(fds.service_counters, &slot, zero.data(), BPF_ANY);
@@ -179,10 +188,10 @@ void XdpMapSync::apply(const XdpMapFds& fds, const config::Config& config) {
       throw std::runtime_error("routes: " + route.prefix.to_string() + " via " +
                                net::no_such_interface(route.via));
     }
-    ferry_route_value value{route_id++, ifindex,
-                            (route.protocols.udp ? FERRY_ROUTE_UDP : 0u) |
-                                (route.protocols.tcp ? FERRY_ROUTE_TCP : 0u),
-                            0};
+    ferry_route_value value{
+        route_id++, ifindex,
+        (route.protocols.udp ? FERRY_ROUTE_UDP : 0u) | (route.protocols.tcp ? FERRY_ROUTE_TCP : 0u),
+        0};
     if (route.prefix.address.is_v4()) {
       ferry_lpm4_key key{static_cast<std::uint32_t>(route.prefix.length), {}};
       std::memcpy(key.addr, route.prefix.address.bytes.data(), 4);
@@ -200,6 +209,7 @@ void XdpMapSync::apply(const XdpMapFds& fds, const config::Config& config) {
   sync_map(fds.routes4, routes4, "routes4");
   sync_map(fds.routes6, routes6, "routes6");
   if (fds.local_addrs >= 0) sync_map(fds.local_addrs, local_addresses(), "local_addrs");
+  if (fds.udp_hosts >= 0) sync_map(fds.udp_hosts, udp_hosts, "udp_hosts");
   sync_map(fds.backends, backends, "backends");
   sync_map(fds.services, services, "services");
 }

@@ -17,6 +17,7 @@ struct XdpMapFds {
   int services = -1;
   int backends = -1;
   int local_addrs = -1;  // the namespace's own addresses, read at every apply
+  int udp_hosts = -1;    // UDP services' VIPs and backends by address, for later fragments
   int drop4 = -1;
   int drop6 = -1;
   int routes4 = -1;

@@ -158,6 +158,7 @@ XdpMapFds XdpProgram::map_fds() const {
   fds.services = bpf_map__fd(m.services);
   fds.backends = bpf_map__fd(m.backends);
   fds.local_addrs = bpf_map__fd(m.local_addrs);
+  fds.udp_hosts = bpf_map__fd(m.udp_hosts);
   fds.drop4 = bpf_map__fd(m.drop4);
   fds.drop6 = bpf_map__fd(m.drop6);
   fds.routes4 = bpf_map__fd(m.routes4);

@@ -92,7 +92,7 @@ class DnsLab:
         for c in cidrs:
             ns.ip("addr", "add", c, "dev", ifname, *(["nodad"] if ":" in c else []))
 
-    def start_dnsmasq(self):
+    def start_dnsmasq(self, extra=()):
         for name, a4, a6 in zip(NAMES, BACKENDS4, BACKENDS6):
             log = self.w.file(f"{name}.log")
             open(log, "w").close()
@@ -102,7 +102,7 @@ class DnsLab:
                     f"--port={PORT}", "--local=/example.test/", f"--txt-record=who.example.test,{name}",
                     f"--host-record=www.example.test,192.0.2.{len(self.dnsmasq) + 1},"
                     f"2001:db8::{len(self.dnsmasq) + 1}",
-                    "--log-queries", f"--log-facility={log}"]
+                    "--log-queries", f"--log-facility={log}", *extra]
             out = open(self.w.file(f"{name}.out"), "w")
             p = subprocess.Popen(["ip", "netns", "exec", self.back.name, *args], stdout=out,
                                  stderr=subprocess.STDOUT)

@@ -1,0 +1,187 @@
+// Fragments and ICMP errors on the fast path (see ip_hop.hh).
+#include "lib/fastpath/ip_hop.hh"
+
+#include "lib/fastpath/frame_steps.hh"
+#include "lib/packet/balance.hh"
+#include "lib/packet/fragment.hh"
+#include "lib/packet/icmp.hh"
+#include "lib/packet/rewrite.hh"
+#include "lib/packet/route.hh"
+
+namespace ferry::fastpath {
+namespace {
+
+// What the first fragment's action did to its addresses, for the rest of the datagram.
+FragmentDecision decision_of(const packet::ParsedPacket& arrived, const packet::ParsedPacket& p) {
+  if (p.dst_address != arrived.dst_address) {
+    return {FragmentRewrite::destination, p.dst_address};
+  }
+  if (p.src_address != arrived.src_address) return {FragmentRewrite::source, p.src_address};
+  return {FragmentRewrite::none, {}};
+}
+
+// A later fragment of a decided datagram: its first fragment's addresses, then one routed hop
+// like the first (balanced ones by the kernel's route to the new destination, routed ones by
+// their configured route). No error is sent about a later fragment (RFC 1812 4.3.2.7).
+FrameOutcome follow_first(packet::FrameBytes frame, packet::ParsedPacket& p, const Snapshot& s,
+                          FrameSinks sinks, const FragmentDecision& d) {
+  if (!packet::hop_limit_allows_forward(p)) return FrameOutcome::dropped(Drop::ttl_expired);
+  if (d.rewrite == FragmentRewrite::destination) {
+    packet::rewrite_address(frame, p, packet::Side::destination, d.address);
+  } else if (d.rewrite == FragmentRewrite::source) {
+    packet::rewrite_address(frame, p, packet::Side::source, d.address);
+  }
+  NeighbourKey missed{};
+  steps::MtuCheck mtu{s.ports.get(),
+                      s.ports && s.ports->min_mtu != 0 && p.l3_bytes > s.ports->min_mtu};
+  FrameOutcome o = FrameOutcome::dropped(Drop::unexpected);
+  if (d.rewrite != FragmentRewrite::none) {
+    steps::KernelNextHop next_hop{s, sinks, missed, mtu, frame};
+    o = steps::outcome(packet::route_via(frame, p, next_hop), missed);
+  } else if (const packet::RouteEntry* route = s.config->routes.lookup(p)) {
+    steps::ConfiguredNextHop next_hop{s, *route, sinks, missed, mtu, frame};
+    o = steps::outcome(packet::route_via(frame, p, next_hop), missed);
+  }
+  if (o.fate != Fate::drop) o.fragment_mtu = mtu.fragment_mtu;
+  return o;
+}
+
+// The quoted datagram's tuple turned around (its destination as the source): for a quoted reply
+// the request of its flow, for a quoted request the reply its backend would send.
+packet::ParsedPacket reversed_quote(const packet::ParsedPacket& outer, const packet::IcmpError& e) {
+  packet::ParsedPacket q;
+  q.version = outer.version;
+  q.protocol = IPPROTO_UDP;
+  q.src_address = e.quoted_dst;
+  q.src_port = e.quoted_dst_port;
+  q.dst_address = e.quoted_src;
+  q.dst_port = e.quoted_src_port;
+  return q;
+}
+
+}  // namespace
+
+FrameOutcome process_fragment(packet::FrameBytes frame, packet::ParsedPacket& p, const Snapshot& s,
+                              std::uint32_t ingress_slot, FrameSinks sinks, FlowAffinity flows,
+                              const IpHop& hop) noexcept {
+  if (!hop.fragments) return FrameOutcome::dropped(Drop::unexpected);
+  packet::Fragment f;
+  switch (packet::parse_fragment(frame, p, f)) {
+    case packet::FragmentParse::fragment:
+      break;
+    case packet::FragmentParse::tiny_first:
+      return FrameOutcome::dropped(Drop::fragment_tiny);
+    case packet::FragmentParse::malformed:
+      return FrameOutcome::dropped(Drop::malformed);
+    case packet::FragmentParse::not_a_fragment:
+    case packet::FragmentParse::not_udp:
+      return FrameOutcome::dropped(Drop::unexpected);
+  }
+  std::uint32_t slot = 0;
+  auto give_up = [&hop](const FragmentTable::HeldFrame& h) {
+    if (hop.orphan_count && *hop.orphan_count < hop.orphans.size()) {
+      hop.orphans[(*hop.orphan_count)++] = h.addr;
+    }
+  };
+  FragmentSeen seen = hop.fragments->record(fragment_key(p, f), f, hop.now_ms, slot, give_up);
+  FrameOutcome refused = FrameOutcome::dropped(Drop::fragment_overlap);
+  refused.release = slot;  // what waits for the refused datagram goes too
+  switch (seen) {
+    case FragmentSeen::duplicate:
+      return FrameOutcome::dropped(Drop::fragment_duplicate);
+    case FragmentSeen::overlap:
+    case FragmentSeen::too_many:
+      return refused;
+    case FragmentSeen::refused:
+      return FrameOutcome::dropped(Drop::fragment_refused);
+    case FragmentSeen::decided:
+    case FragmentSeen::undecided:
+      break;
+  }
+  if (!f.first()) {
+    if (seen == FragmentSeen::undecided) return FrameOutcome::waiting(slot);
+    FrameOutcome o = follow_first(frame, p, s, sinks, hop.fragments->decision(slot));
+    if (o.fate != Fate::drop) sinks.counters.fragments_forwarded.add();
+    return o;
+  }
+  // The first fragment holds the UDP header: it is acted on as its datagram. Its checksum covers
+  // the whole datagram, which only the incremental update can keep right: never finished here
+  // (a sender that fragments has computed it anyway).
+  packet::ParsedPacket arrived = p;
+  steps::Acted a = steps::act(frame, p, s, ingress_slot, sinks, flows);
+  FrameOutcome o = a.outcome;
+  if (o.fate == Fate::drop) {
+    hop.fragments->refuse(slot);
+    o = steps::answer_drop(frame, p, a, s, sinks, hop);
+  } else {
+    hop.fragments->decide(slot, decision_of(arrived, p));
+    sinks.counters.fragments_forwarded.add();
+  }
+  o.release = slot;
+  return o;
+}
+
+FrameOutcome follow_held(packet::FrameBytes frame, const Snapshot& s, FrameSinks sinks,
+                         const FragmentTable& fragments, std::uint32_t datagram) noexcept {
+  if (fragments.refused(datagram)) return FrameOutcome::dropped(Drop::fragment_refused);
+  packet::ParsedPacket p;
+  packet::Fragment f;
+  if (packet::parse_fragment(frame, p, f) != packet::FragmentParse::fragment) {
+    return FrameOutcome::dropped(Drop::malformed);  // it parsed when it was held
+  }
+  FrameOutcome o = follow_first(frame, p, s, sinks, fragments.decision(datagram));
+  if (o.fate != Fate::drop) sinks.counters.fragments_forwarded.add();
+  return o;
+}
+
+FrameOutcome process_icmp_error(packet::FrameBytes frame, packet::ParsedPacket& p,
+                                const Snapshot& s, FrameSinks sinks, FlowAffinity flows) noexcept {
+  packet::IcmpError e;
+  switch (packet::parse_icmp_error(frame, p, e)) {
+    case packet::IcmpParse::error:
+      break;
+    case packet::IcmpParse::malformed:
+      return FrameOutcome::dropped(Drop::malformed);
+    case packet::IcmpParse::not_an_error:
+    case packet::IcmpParse::not_udp:
+      return FrameOutcome::dropped(Drop::unexpected);
+  }
+  // No error is ever sent about an error: one that expires here is dropped.
+  if (!packet::hop_limit_allows_forward(p)) return FrameOutcome::dropped(Drop::ttl_expired);
+  const packet::ServiceTable& services = s.config->services;
+  // The quoted datagram, seen as the request of its flow: client -> VIP:port (an error about a
+  // reply the VIP sent) ...
+  packet::ParsedPacket request = reversed_quote(p, e);
+  packet::ServiceMatch m = services.match(request);
+  if (m.kind == packet::MatchKind::to_service &&
+      m.service->action == packet::ServiceAction::balance) {
+    // It was sent to the VIP, the reply's source; it goes to the backend that serves the flow.
+    if (p.dst_address != e.quoted_src) return FrameOutcome::dropped(Drop::icmp_unmatched);
+    std::uint64_t seed = services.flow_hash_seed();
+    std::uint16_t backend = flows.table && m.service->flow_affinity
+                                ? flows.table->peek_backend(*m.service, request, seed, flows.now_ms)
+                                : packet::choose_backend(*m.service, request, seed);
+    if (backend >= m.service->backends.size()) return FrameOutcome::dropped(Drop::no_backend);
+    const net::Endpoint& b = m.service->backends[backend];
+    packet::translate_icmp_error(frame, p, e, packet::Side::source, b.address.bytes, b.port,
+                                 packet::Side::destination, b.address.bytes);
+  } else {
+    // ... or backend -> client as a reply would be: an error about a request ferry sent to a
+    // backend, on its way to the client that sent the request.
+    m = services.match(reversed_quote(p, e));
+    if (m.kind != packet::MatchKind::from_backend ||
+        m.service->action != packet::ServiceAction::balance || p.dst_address != e.quoted_src) {
+      return FrameOutcome::dropped(Drop::icmp_unmatched);
+    }
+    packet::translate_icmp_error(frame, p, e, packet::Side::destination, m.service->vip.bytes,
+                                 m.service->port, packet::Side::source, m.service->vip.bytes);
+  }
+  NeighbourKey missed{};
+  steps::MtuCheck no_check;  // an error is at most 576 / 1280 bytes
+  steps::KernelNextHop next_hop{s, sinks, missed, no_check, frame};
+  FrameOutcome o = steps::outcome(packet::route_via(frame, p, next_hop), missed);
+  if (o.fate != Fate::drop) sinks.counters.icmp_translated.add();
+  return o;
+}
+
+}  // namespace ferry::fastpath
