@@ -19,6 +19,11 @@
 # service's "affinity" "flow" (the default: a flow-table lookup per request, 59,000 flows) and
 # "none" (pure Maglev), alternated REPEATS times (default 3) in the same lab, and writes
 # tests/bench/results/flows.md.
+# IPHOP=1 measures instead the IP hop (docs/fastpath.md, "ferry as an IP hop"): balance of 2,008-byte
+# UDP datagrams sent as two IPv4 fragments (a first with the UDP header, a second without ports
+# that follows it through the worker's fragment table) and of unfragmented 64-byte datagrams,
+# ferry next to nftables DNAT (conntrack reassembles and fragments again) in the same run, REPEATS
+# times alternated, and writes tests/bench/results/ip-hop.md.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../../.." && pwd)"
 build="${1:-$root/build}"
@@ -32,8 +37,10 @@ for c in $checksums; do
 done
 out="$root/tests/bench/results/lab.md"
 affinity_mode="${AFFINITY:-}"
+iphop_mode="${IPHOP:-}"
 repeats="${REPEATS:-3}"
 [ -n "$affinity_mode" ] && out="$root/tests/bench/results/flows.md"
+[ -n "$iphop_mode" ] && out="$root/tests/bench/results/ip-hop.md"
 
 for tool in trafgen nft bpftool clang; do
   command -v "$tool" >/dev/null || { echo "run.sh: $tool missing (apt-get install netsniff-ng nftables bpftool clang)" >&2; exit 1; }
@@ -164,9 +171,20 @@ partial_csum() {  # src dst udp_length
 # that the flows spread over backends and queues; checksum "full" is trafgen's own (complete,
 # computed per packet), "partial" the constant above.
 traffic() {
+  if [ "$3" = frag2008 ]; then fragmented_traffic "$1" "$2"; return; fi
   local dst="$1" dport="$2" size="$3" checksum="$4" fill=$(( $3 - 42 )) csum=""
   [ "$checksum" = partial ] && csum=", csum=$(partial_csum "$CLIENT_IP" "$dst" $(( size - 34 )))"
   echo "{ eth(da=$g0_mac, sa=$c0_mac), ipv4(saddr=$CLIENT_IP, daddr=$dst, ttl=64), udp(sp=dinc(1000, 60000), dp=$dport$csum), fill(0x41, $fill) }"
+}
+
+# Two IPv4 fragments per datagram of 2,008 UDP bytes: the first (MF, offset 0) holds the UDP header
+# and 1,472 bytes, the second (offset 185 x 8 = 1,480) the last 528 bytes. trafgen sends the two
+# packets of the config in turn, each with its own dinc() counter, so their identifications agree.
+# No UDP checksum (0, legal on IPv4): the sink drops the fragments in XDP without reading them.
+fragmented_traffic() {
+  local dst="$1" dport="$2"
+  echo "{ eth(da=$g0_mac, sa=$c0_mac), ipv4(saddr=$CLIENT_IP, daddr=$dst, ttl=64, id=dinc(1, 65000), mf), udp(sp=dinc(1000, 60000), dp=$dport, len=2008, csum=0), fill(0x41, 1472) }"
+  echo "{ eth(da=$g0_mac, sa=$c0_mac), ipv4(saddr=$CLIENT_IP, daddr=$dst, ttl=64, id=dinc(1, 65000), frag=185, proto=17), fill(0x41, 528) }"
 }
 
 hz="$(getconf CLK_TCK)"
@@ -277,6 +295,74 @@ for (size, checksum) in sorted({(s, c) for s, c, _ in runs}):
     print(f"| {size} | {checksum} | {g:.3f} | {f:.3f} |")
 PY
   echo "wrote $out" >&2
+  exit 0
+fi
+if [ -n "$iphop_mode" ]; then
+  checksums=full
+  nat_on() {
+    in_ns "$G" nft -f - <<NFT
+table ip ferrylab {
+  chain pre {
+    type nat hook prerouting priority dstnat; policy accept;
+    ip daddr $VIP udp dport $PORT dnat to jhash ip saddr . udp sport mod 3 map { 0 : 10.10.2.2, 1 : 10.10.2.3, 2 : 10.10.2.4 }
+  }
+}
+NFT
+  }
+  for rep in $(seq "$repeats"); do
+    for size in 64 frag2008; do
+      nat_on
+      measure kernel balance "$size" "$VIP" "$PORT"
+      in_ns "$G" nft delete table ip ferrylab
+      start_ferryd
+      measure ferry balance "$size" "$VIP" "$PORT"
+      stop_ferryd
+    done
+  done
+  mkdir -p "$(dirname "$out")"
+  python3 - "$results" "$hz" "$secs" "$load_before" "$repeats" >"$out" <<'PY'
+import os, platform, statistics, sys, time
+rows = [l.rstrip("\n").split("\t") for l in open(sys.argv[1]) if l.strip()]
+hz, secs, load_before, repeats = int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5]
+runs = {}
+for kind, case, size, checksum, delivered, sent, seconds, si, fu, fs, busy, kdrop, wdrop, finished in rows:
+    frames, seconds = int(delivered), float(seconds)
+    per_datagram = 2 if size == "frag2008" else 1  # the sink counts fragments
+    datagrams = frames / per_datagram
+    si, fu, fs = (int(x) / hz for x in (si, fu, fs))
+    gw = (si + fu + fs) * 1e9 / datagrams if datagrams else float("nan")
+    runs.setdefault((size, kind), []).append((datagrams / seconds, gw, int(wdrop)))
+cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
+print("# Lab benchmark: the IP hop (fragments)")
+print()
+print(f"`IPHOP=1 tests/bench/lab/run.sh`, {time.strftime('%Y-%m-%d %H:%M %Z')}: {cpu}, "
+      f"{os.cpu_count()} CPUs, kernel {platform.release()}, {secs} s per run, {repeats} rounds "
+      f"alternated in one lab; load average before / after: {load_before} / "
+      f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}.")
+print()
+print("Balance (Maglev over 3 backends) of unfragmented 64-byte datagrams and of 2,008-byte UDP "
+      "datagrams offered as two IPv4 fragments (trafgen, one CPU), ferry (one AF_XDP worker, the "
+      "second fragment following the first through the fragment table, no reassembly) next to "
+      "nftables DNAT (conntrack's nf_defrag reassembles each datagram, NATs it and fragments it "
+      "again). Medians; gateway = softirq + ferryd CPU per delivered datagram.")
+print()
+print("| datagrams | forwarder | delivered datagrams/s | gateway ns/datagram | worker drops | runs (gateway ns) |")
+print("|---|---|---:|---:|---:|---|")
+for key in sorted(runs):
+    r = runs[key]
+    print(f"| {key[0]} | {key[1]} | {statistics.median(x[0] for x in r):,.0f} | "
+          f"{statistics.median(x[1] for x in r):,.0f} | {sum(x[2] for x in r)} | "
+          f"{', '.join(f'{x[1]:,.0f}' for x in r)} |")
+print()
+print("| datagrams | ferry / kernel, datagrams/s | ferry / kernel, gateway ns |")
+print("|---|---:|---:|")
+for size in sorted({k[0] for k in runs}):
+    f, k = runs.get((size, "ferry")), runs.get((size, "kernel"))
+    if f and k:
+        print(f"| {size} | {statistics.median(x[0] for x in f) / statistics.median(x[0] for x in k):.2f} | "
+              f"{statistics.median(x[1] for x in f) / statistics.median(x[1] for x in k):.2f} |")
+PY
+  cat "$out"
   exit 0
 fi
 echo "kind	case	size	checksum	delivered	sent	seconds	softirq	ferryd_user	ferryd_sys	busy (ticks)	ferry_kernel_drops	ferry_worker_drops	ferry_finished_partial" >&2
