@@ -22,6 +22,7 @@
 #include "lib/control/connection.hh"
 #include "lib/control/control_counters.hh"
 #include "lib/control/log_limiter.hh"
+#include "lib/control/protocol.hh"
 #include "lib/control/socket_file.hh"
 #include "lib/control/tcp_auth.hh"
 
@@ -405,13 +406,13 @@ void ServerCore::stop_accepting() {
 
 bool ServerCore::take_socket(std::string_view line, const Peer& peer, int fd) {
   if (!taker || peer.tcp || !policy_.allows(peer, Access::admin)) return false;
-  nlohmann::json request = nlohmann::json::parse(line, nullptr, false);
-  // Only a well-formed {"cmd":"handover"} is taken; anything else (a "cmd" that is not a string
-  // among it) is the command table's to answer, as it is for every peer.
-  if (!request.is_object()) return false;
-  auto cmd = request.find("cmd");
-  if (cmd == request.end() || !cmd->is_string() ||
-      cmd->get_ref<const std::string&>() != taker_command) {
+  // Only a request the protocol accepts, naming the taker's command, is taken: any id, args an
+  // object or absent, no other key. Anything else (a "cmd" that is not a string, a bad id, args
+  // that are not an object) is the command table's to answer, as it is for every peer.
+  try {
+    nlohmann::json id;
+    if (decode_request(line, id).cmd != taker_command) return false;
+  } catch (const CommandError&) {
     return false;
   }
   UniqueFd copy;
