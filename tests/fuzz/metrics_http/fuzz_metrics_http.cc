@@ -81,7 +81,13 @@ World& world() {
 // client resets its end on close (SO_LINGER 0), so no TIME_WAIT piles up over millions of runs.
 std::string converse(World& w, std::string_view bytes) {
   tcp::socket client(w.io);
-  client.connect(w.endpoint);
+  // Not a blocking connect(): libFuzzer's -timeout alarm interrupts it (EINTR).
+  bool connected = false;
+  client.async_connect(w.endpoint, [&](boost::system::error_code error) {
+    FUZZ_CHECK(!error);
+    connected = true;
+  });
+  while (!connected) w.io.run_one();
   client.set_option(asio::socket_base::linger(true, 0));
   return fuzz::exchange(w.io, client, bytes);
 }
