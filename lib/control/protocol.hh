@@ -21,8 +21,9 @@ struct Request {
   nlohmann::json args = nlohmann::json::object();
 };
 
-// An error that becomes {"ok":false,"error":{code,message}}. Codes used: bad_request,
-// unknown_command, bad_args, permission_denied, unauthorized, too_large, internal, rejected.
+// An error that becomes {"ok":false,"error":{code,message}}. Codes used (docs/control-protocol.md
+// lists them): bad_request, unknown_command, bad_args, permission_denied, unauthorized, too_large,
+// internal, rejected, not_found, busy, failed.
 class CommandError : public std::runtime_error {
  public:
   CommandError(std::string code, const std::string& message)

@@ -22,6 +22,7 @@
 #include "lib/control/connection.hh"
 #include "lib/control/control_counters.hh"
 #include "lib/control/log_limiter.hh"
+#include "lib/control/protocol.hh"
 #include "lib/control/socket_file.hh"
 #include "lib/control/tcp_auth.hh"
 
@@ -40,6 +41,38 @@ bool is_loopback(const net::IpAddress& address) {
     if (address.bytes[i] != 0) return false;
   }
   return address.bytes[15] == 1;
+}
+
+// A Unix peer as SO_PEERCRED tells it; unknown credentials get no more than read access.
+Peer unix_peer(int fd) {
+  Peer peer;
+  ucred cred{};
+  socklen_t length = sizeof cred;
+  if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &length) == 0) {
+    peer.pid = cred.pid;
+    peer.uid = cred.uid;
+    peer.gid = cred.gid;
+  } else {
+    peer.uid = static_cast<uid_t>(-1);
+    peer.gid = static_cast<gid_t>(-1);
+  }
+  return peer;
+}
+
+// How logs name a client; for TCP also the key of the authentication failure limit, by address
+// alone: a client retrying from new ports is the same client.
+std::string unix_source(const Peer& peer) {
+  return fmt::format("unix pid {} uid {}", peer.pid, static_cast<long>(peer.uid));
+}
+
+std::string tcp_source(int fd) {
+  sockaddr_storage address{};
+  socklen_t length = sizeof address;
+  std::optional<net::Endpoint> remote;
+  if (::getpeername(fd, reinterpret_cast<sockaddr*>(&address), &length) == 0) {
+    remote = net::Endpoint::from_sockaddr(reinterpret_cast<const sockaddr*>(&address), length);
+  }
+  return "tcp " + (remote ? remote->address.to_string() : std::string("unknown"));
 }
 
 std::string suppressed_note(std::uint64_t suppressed) {
@@ -78,6 +111,9 @@ class ServerCore final : public ConnectionHost, public std::enable_shared_from_t
   bool take_socket(std::string_view line, const Peer& peer, int fd) override;
 
   void stop_accepting();
+  // A connection whose peer is known (and, over TCP, not turned away): counted and started.
+  void serve(Connection::Socket socket, const Peer& peer, Transport transport, std::string source);
+  asio::any_io_executor executor() { return unix_acceptor_.get_executor(); }
   UniqueFd inherited_unix;
   UniqueFd inherited_tcp;
   std::string taker_command;
@@ -297,30 +333,12 @@ void ServerCore::on_accept(Transport transport, const boost::system::error_code&
 
   Peer peer;
   std::string source;
-  bool needs_auth = false;
   int fd = socket.native_handle();
   if (transport == Transport::unix_socket) {
-    ucred cred{};
-    socklen_t length = sizeof cred;
-    if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &length) == 0) {
-      peer.pid = cred.pid;
-      peer.uid = cred.uid;
-      peer.gid = cred.gid;
-    } else {
-      // Unknown credentials get no more than read access.
-      peer.uid = static_cast<uid_t>(-1);
-      peer.gid = static_cast<gid_t>(-1);
-    }
-    source = fmt::format("unix pid {} uid {}", peer.pid, static_cast<long>(peer.uid));
+    peer = unix_peer(fd);
+    source = unix_source(peer);
   } else {
-    sockaddr_storage address{};
-    socklen_t length = sizeof address;
-    std::optional<net::Endpoint> remote;
-    if (::getpeername(fd, reinterpret_cast<sockaddr*>(&address), &length) == 0) {
-      remote = net::Endpoint::from_sockaddr(reinterpret_cast<const sockaddr*>(&address), length);
-    }
-    // Keyed by address alone: a client retrying from new ports is the same client.
-    source = "tcp " + (remote ? remote->address.to_string() : std::string("unknown"));
+    source = tcp_source(fd);
     if (auth_failures_.blocked(source, AuthFailureLimiter::Clock::now())) {
       refuse(socket, counters_->rejected_auth, auth_log_,
              fmt::format("{}: refusing a control connection after repeated authentication "
@@ -328,12 +346,17 @@ void ServerCore::on_accept(Transport transport, const boost::system::error_code&
                          source));
       return;
     }
-    needs_auth = true;
   }
+  serve(std::move(socket), peer, transport, std::move(source));
+}
 
+void ServerCore::serve(Connection::Socket socket, const Peer& peer, Transport transport,
+                       std::string source) {
+  if (!counters_) throw std::logic_error("ControlServer::serve() before start()");
   counters_->connection(transport);
-  auto connection = std::make_shared<Connection>(std::move(socket), peer, needs_auth,
-                                                 std::move(source), limits, weak_from_this());
+  auto connection =
+      std::make_shared<Connection>(std::move(socket), peer, transport == Transport::tcp,
+                                   std::move(source), limits, weak_from_this());
   connections_.emplace(connection.get(), connection);
   update_open_count();
   connection->start();
@@ -383,13 +406,13 @@ void ServerCore::stop_accepting() {
 
 bool ServerCore::take_socket(std::string_view line, const Peer& peer, int fd) {
   if (!taker || peer.tcp || !policy_.allows(peer, Access::admin)) return false;
-  nlohmann::json request = nlohmann::json::parse(line, nullptr, false);
-  // Only a well-formed {"cmd":"handover"} is taken; anything else (a "cmd" that is not a string
-  // among it) is the command table's to answer, as it is for every peer.
-  if (!request.is_object()) return false;
-  auto cmd = request.find("cmd");
-  if (cmd == request.end() || !cmd->is_string() ||
-      cmd->get_ref<const std::string&>() != taker_command) {
+  // Only a request the protocol accepts, naming the taker's command, is taken: any id, args an
+  // object or absent, no other key. Anything else (a "cmd" that is not a string, a bad id, args
+  // that are not an object) is the command table's to answer, as it is for every peer.
+  try {
+    nlohmann::json id;
+    if (decode_request(line, id).cmd != taker_command) return false;
+  } catch (const CommandError&) {
     return false;
   }
   UniqueFd copy;
@@ -462,6 +485,19 @@ int ControlServer::tcp_fd() const {
 
 void ControlServer::stop_accepting() {
   impl_->core->stop_accepting();
+}
+
+void ControlServer::serve(UniqueFd connected, const Peer& peer, Transport transport) {
+  int family = AF_UNIX;
+  socklen_t length = sizeof family;
+  ::getsockopt(connected.get(), SOL_SOCKET, SO_DOMAIN, &family, &length);
+  ServerCore& core = *impl_->core;
+  Connection::Socket socket(core.executor(), asio::generic::stream_protocol(family, 0),
+                            connected.get());
+  connected.release();
+  std::string source =
+      transport == Transport::unix_socket ? unix_source(peer) : tcp_source(socket.native_handle());
+  core.serve(std::move(socket), peer, transport, std::move(source));
 }
 
 void ControlServer::set_socket_taker(std::string command,

@@ -16,6 +16,7 @@
 #include "lib/common/unique_fd.hh"
 #include "lib/config/config.hh"
 #include "lib/control/commands.hh"
+#include "lib/control/control_counters.hh"
 #include "lib/metrics/registry.hh"
 
 namespace ferry::control {
@@ -54,6 +55,12 @@ class ControlServer {
   // socket to `taker` (a copy of the fd; the connection then closes unanswered): how a new
   // ferryd asks for the handover.
   void set_socket_taker(std::string command, std::function<void(UniqueFd, const Peer&)> taker);
+
+  // Serves a connected stream socket as one the listener of `transport` accepted, from `peer`:
+  // over TCP it must send the auth line first, as on the listener. How tests and the control
+  // fuzzer speak to the server as any kind of peer (a socketpair end) without connecting. After
+  // start(), on the control thread.
+  void serve(UniqueFd connected, const Peer& peer, Transport transport);
 
   // Open client connections; safe to read from any thread.
   std::size_t open_connections() const;

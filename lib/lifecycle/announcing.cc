@@ -116,12 +116,8 @@ std::size_t Daemon::State::withdraw_announcements() {
   return announcer ? announcer->withdraw_all("ferryd is stopping") : 0;
 }
 
-void Daemon::State::register_announce_command() {
-  commands.add("announce", control::Access::read,
-               "the VIPs this host announces through the routing daemon, and why",
-               [this](const nlohmann::json&, const control::Peer&) {
-                 return announcer ? announcer->report() : nlohmann::json{{"enabled", false}};
-               });
+nlohmann::json Daemon::State::announce_report() const {
+  return announcer ? announcer->report() : nlohmann::json{{"enabled", false}};
 }
 
 }  // namespace ferry::lifecycle

@@ -2,9 +2,12 @@
 // set its weight, at run time. The change is applied to both data planes before the answer.
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <optional>
+
 #include "lib/common/log.hh"
 #include "lib/control/protocol.hh"
-#include "lib/lifecycle/daemon_state.hh"
+#include "lib/lifecycle/control_commands.hh"
 
 namespace ferry::lifecycle {
 namespace {
@@ -79,42 +82,43 @@ BackendArgs parse_backend_args(const json& args) {
 
 }  // namespace
 
-void Daemon::State::register_backend_command() {
-  commands.add(
-      "backend", control::Access::admin,
-      "drain, disable or enable a backend, or set its weight, until the next restart",
-      [this](const json& args, const control::Peer& peer) {
-        BackendArgs a = parse_backend_args(args);
-        bool service_known = std::any_of(config->services.begin(), config->services.end(),
-                                         [&](const auto& s) { return s.name == a.service; });
-        if (!service_known) {
-          throw control::CommandError("not_found", fmt::format("no service '{}'", a.service));
-        }
-        std::optional<admin::BackendSteering> before = admin.find(a.service, a.backend);
-        if (!before) {
-          throw control::CommandError(
-              "not_found", fmt::format("service '{}' has no backend {}; `ferryctl services` "
-                                       "lists them",
-                                       a.service, a.backend.to_string()));
-        }
-        admin::BackendSteering after = *admin.set(a.service, a.backend, a.state, a.weight);
-        try {
-          apply_steering();
-        } catch (const std::exception& e) {
-          admin.set(a.service, a.backend, before->admin.state, before->admin.weight);
-          try {
-            apply_steering();
-          } catch (const std::exception& again) {
-            log::error("backend: restoring the previous tables failed too: {}", again.what());
-          }
-          throw control::CommandError("rejected", e.what());
-        }
-        log::notice("backend {} of {}: {} weight {} (was {} weight {}), by uid {} pid {}",
-                    a.backend.to_string(), a.service, admin::to_string(after.admin.state),
-                    after.weight(), admin::to_string(before->admin.state), before->weight(),
-                    peer.uid, peer.pid);
-        return steering_json(after, health);
-      });
+void add_backend_command(control::CommandTable& table, CommandTarget& daemon) {
+  table.add("backend", control::Access::admin,
+            "drain, disable or enable a backend, or set its weight, until the next restart",
+            [&daemon](const json& args, const control::Peer& peer) {
+              BackendArgs a = parse_backend_args(args);
+              const config::Config& config = daemon.running_config();
+              admin::AdminBoard& admin = daemon.admin_board();
+              bool service_known = std::any_of(config.services.begin(), config.services.end(),
+                                               [&](const auto& s) { return s.name == a.service; });
+              if (!service_known) {
+                throw control::CommandError("not_found", fmt::format("no service '{}'", a.service));
+              }
+              std::optional<admin::BackendSteering> before = admin.find(a.service, a.backend);
+              if (!before) {
+                throw control::CommandError(
+                    "not_found", fmt::format("service '{}' has no backend {}; `ferryctl services` "
+                                             "lists them",
+                                             a.service, a.backend.to_string()));
+              }
+              admin::BackendSteering after = *admin.set(a.service, a.backend, a.state, a.weight);
+              try {
+                daemon.apply_steering();
+              } catch (const std::exception& e) {
+                admin.set(a.service, a.backend, before->admin.state, before->admin.weight);
+                try {
+                  daemon.apply_steering();
+                } catch (const std::exception& again) {
+                  log::error("backend: restoring the previous tables failed too: {}", again.what());
+                }
+                throw control::CommandError("rejected", e.what());
+              }
+              log::notice("backend {} of {}: {} weight {} (was {} weight {}), by uid {} pid {}",
+                          a.backend.to_string(), a.service, admin::to_string(after.admin.state),
+                          after.weight(), admin::to_string(before->admin.state), before->weight(),
+                          peer.uid, peer.pid);
+              return steering_json(after, daemon.health_board());
+            });
 }
 
 }  // namespace ferry::lifecycle

@@ -147,7 +147,7 @@ int Daemon::run() {
   auto start_seconds = std::chrono::duration<double>(s.started_at.time_since_epoch()).count();
   s.process_metrics = metrics::register_process_metrics(s.registry, FERRY_VERSION, start_seconds);
   s.daemon_metrics = s.registry.add([&s](metrics::SnapshotBuilder& out) { s.collect(out); });
-  s.register_commands();
+  register_daemon_commands(s.commands, s);
   s.self_binary = own_binary();
   s.upgrade_wake = UniqueFd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
 

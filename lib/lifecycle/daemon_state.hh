@@ -1,5 +1,6 @@
 // What the daemon owns while it runs, in construction order (teardown is the reverse). Shared by
-// daemon.cc (lifecycle) and control_commands.cc (what the control commands read and change).
+// daemon.cc (lifecycle) and the files that give the control commands (control_commands.hh) what
+// they read and change.
 #pragma once
 
 #include <sys/types.h>
@@ -29,6 +30,7 @@
 #include "lib/handover/channel.hh"
 #include "lib/health/health_board.hh"
 #include "lib/health/health_checker.hh"
+#include "lib/lifecycle/control_commands.hh"
 #include "lib/lifecycle/daemon.hh"
 #include "lib/lifecycle/heartbeat.hh"
 #include "lib/lifecycle/systemd_notifier.hh"
@@ -56,18 +58,19 @@ struct UpgradeState {
   std::optional<std::chrono::system_clock::time_point> started_at;
 };
 
-struct Daemon::State {
+// Final: it is a CommandTarget (whose destructor is not virtual) and is deleted as a State.
+struct Daemon::State final : CommandTarget {
   State(std::string path, config::Config initial);
 
   // Re-reads the config file and applies it; on an invalid file the running config stays and
   // control::CommandError("rejected", "FILE:LINE:COL: message") is thrown. Control thread only.
-  nlohmann::json reload(const std::string& reason);
+  nlohmann::json reload(const std::string& reason) override;
   // Brings the XDP program and the AF_XDP fast path in line with `configured` with the operator's
   // steering applied (startup, reload, `backend`); see data_plane.cc for the order. Throws,
   // leaving the caller to re-apply the running config.
   void apply_data_plane(const config::Config& configured);
   // The `backend` command: applies the admin board's change to both data planes.
-  void apply_steering();
+  void apply_steering() override;
   // Hands `next`'s checked backends to the health checker (started on first need) and drops
   // removed backends from the board; part of apply_data_plane.
   void apply_health(const config::Config& next);
@@ -90,11 +93,18 @@ struct Daemon::State {
   void refresh_announcements();
   void post_announce_refresh();
   std::size_t withdraw_announcements();
-  void register_announce_command();
+  nlohmann::json announce_report() const override;
   std::string summary() const;
   nlohmann::json tcp_control_listen() const;  // the bound address, or null when off
-  void register_commands();
-  void register_backend_command();  // backend_command.cc
+  // daemon_reports.cc: what status, services and workers answer.
+  nlohmann::json status_report() const override;
+  nlohmann::json services_report() const override;
+  nlohmann::json workers_report() const override;
+  const std::string& config_file() const override { return config_path; }
+  const config::Config& running_config() const override { return *config; }
+  metrics::Registry& metrics_registry() override { return registry; }
+  admin::AdminBoard& admin_board() override { return admin; }
+  health::HealthBoard& health_board() override { return health; }
   void collect(metrics::SnapshotBuilder& out) const;
   // The TCP plane, its workers enrolled for heartbeats, honouring `health`; not started.
   std::unique_ptr<tcp::TcpPlane> make_tcp_plane();
@@ -103,7 +113,7 @@ struct Daemon::State {
   // `upgrade` command and SIGUSR2) starts the binary at self_binary with --takeover; the new
   // process's `handover` request reaches take_handover_socket(), and the upgrade thread talks
   // to it from then on (run_upgrade()). Throws control::CommandError.
-  nlohmann::json start_upgrade(const std::string& why);
+  nlohmann::json start_upgrade(const std::string& why) override;
   void take_handover_socket(UniqueFd socket, const control::Peer& peer);
   void run_upgrade(pid_t pid, UniqueFd pidfd);
   // The upgrade thread's body: run_upgrade(), and a fatal stop if anything escapes even its
