@@ -444,8 +444,16 @@ void FastpathPlane::arm_resolve_wait() {
 
 void FastpathPlane::drain_resolutions() {
   auto now = std::chrono::steady_clock::now();
-  for (WorkerThread& t : workers_) {
-    while (auto key = t.worker->resolution_queue().pop()) watch_->request_resolution(*key, now);
+  unreleased_.resize(workers_.size());
+  for (std::size_t w = 0; w < workers_.size(); ++w) {
+    while (auto report = workers_[w].worker->resolution_queue().pop()) {
+      if (report->timed_out_frames == 0) {
+        watch_->request_resolution(report->key, now);
+      } else {
+        Unreleased why = watch_->hold_timed_out(report->key);
+        unreleased_[w][static_cast<std::size_t>(why)] += report->timed_out_frames;
+      }
+    }
   }
 }
 

@@ -5,6 +5,7 @@
 // thread, whose io_context also carries the plane's netlink watch and housekeeping timer.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>
@@ -140,8 +141,8 @@ class FastpathPlane {
   void resolve_backends(const NextHopTables& next_hops);
   void housekeeping();
   void arm_housekeeping();
-  // The workers' resolution queues, drained into NTF_USE requests: at a worker's wake (its first
-  // miss of a next hop) and on every housekeeping turn.
+  // The workers' resolution queues: misses resolved, holds that ran out classified (into
+  // unreleased_); at a worker's wake (its first miss of a next hop) and on every housekeeping turn.
   void drain_resolutions();
   void arm_resolve_wait();
   void collect(metrics::SnapshotBuilder& out) const;
@@ -166,6 +167,9 @@ class FastpathPlane {
   // eventfd the workers write when they queue a next hop to resolve (WorkerOptions).
   boost::asio::posix::stream_descriptor resolve_wait_;
   std::vector<std::uint32_t> map_keys_;  // XSKMAP keys written, for removal
+  // Frames of holds that ran out, by worker and the reason the control thread found (the rest of
+  // ferry_xsk_neighbour_unreleased_total is the workers' own counters).
+  std::vector<std::array<std::uint64_t, kUnreleasedCount>> unreleased_;
   // Handed-over sockets' ports, by worker, while adopt_sockets() builds the workers.
   std::vector<std::vector<WorkerPort>> pending_ports_;
   bool handed_over_ = false;

@@ -64,6 +64,8 @@ constexpr FamilyHelp kFamilies[] = {
      Type::counter},
     {"ferry_xsk_neighbour_released_total",
      "Held frames sent once their next hop's MAC was published.", Type::counter},
+    {"ferry_xsk_neighbour_unreleased_total",
+     "Frames that waited for their next hop's MAC and were never sent, by why.", Type::counter},
     {"ferry_xsk_checksums_finished_total",
      "UDP checksums computed after the rewrite: frames that arrived CHECKSUM_PARTIAL, or UDP over "
      "IPv6 with 0.",
@@ -172,6 +174,13 @@ void FastpathPlane::collect(metrics::SnapshotBuilder& out) const {
     icmp_sent("too_big", c.icmp_too_big.value());
     counter("ferry_xsk_icmp_rate_limited_total", wl, c.icmp_rate_limited.value());
     counter("ferry_xsk_neighbour_released_total", wl, c.neighbour_released.value());
+    for (std::size_t r = 0; r < kUnreleasedCount; ++r) {
+      std::uint64_t v = c.unreleased[r].value() + (w < unreleased_.size() ? unreleased_[w][r] : 0);
+      counter(
+          "ferry_xsk_neighbour_unreleased_total",
+          {{"worker", name}, {"queue", queue}, {"reason", std::string(to_string(Unreleased(r)))}},
+          v);
+    }
     counter("ferry_xsk_checksums_finished_total",
             {{"worker", name}, {"queue", queue}, {"kind", "partial"}}, c.checksums_partial.value());
     counter("ferry_xsk_checksums_finished_total",
@@ -210,7 +219,10 @@ void FastpathPlane::collect(metrics::SnapshotBuilder& out) const {
                                                           {"rebuild", s.rebuilds},
                                                           {"resolution_sent", s.resolutions_sent},
                                                           {"resolution_error", s.resolution_errors},
-                                                          {"stale_refresh", s.stale_refreshes}};
+                                                          {"stale_refresh", s.stale_refreshes},
+                                                          {"query", s.queries},
+                                                          {"adopted", s.adopted},
+                                                          {"restart", s.restarts}};
   for (const auto& [kind, v] : events) {
     counter("ferry_xsk_netlink_events_total", {{"kind", kind}}, v);
   }

@@ -70,11 +70,13 @@ class HoldQueue {
   }
 
   // Calls drop(const Frame&) for the frames of every next hop first seen waiting kTimeout or more
-  // before `now`; a next hop's clock starts at the first call that sees it, so the worker reads
-  // the clock only while it holds frames, never per frame. Returns how many were dropped.
-  template <typename Drop>
-  std::uint32_t expire(Clock::time_point now, Drop&& drop) {
-    std::array<bool, kMaxHops> expired{};
+  // before `now`, and then expired(const NeighbourKey&, std::uint32_t frames) once per such next
+  // hop; a next hop's clock starts at the first call that sees it, so the worker reads the clock
+  // only while it holds frames, never per frame. Returns how many frames were dropped. The next
+  // hop's slot is free after: its next frame is held afresh, with a clock of its own.
+  template <typename Drop, typename Expired>
+  std::uint32_t expire(Clock::time_point now, Drop&& drop, Expired&& expired) {
+    std::array<bool, kMaxHops> timed_out{};
     bool any = false;
     for (std::uint32_t h = 0; h < kMaxHops; ++h) {
       Hop& hop = hops_[h];
@@ -82,12 +84,24 @@ class HoldQueue {
       if (hop.since == Clock::time_point{}) {
         hop.since = now;
       } else if (now - hop.since >= kTimeout) {
-        expired[h] = true;
+        timed_out[h] = true;
         any = true;
       }
     }
     if (!any) return 0;
-    return remove_if([&](const Frame& f) { return expired[f.hop]; }, drop);
+    // Only on a timeout: the next hops' keys and counts, before remove_if() frees their slots.
+    struct Ran {
+      NeighbourKey key;
+      std::uint32_t frames;
+    };
+    std::array<Ran, kMaxHops> ran;
+    std::uint32_t ran_count = 0;
+    for (std::uint32_t h = 0; h < kMaxHops; ++h) {
+      if (timed_out[h]) ran[ran_count++] = Ran{hops_[h].key, hops_[h].frames};
+    }
+    std::uint32_t dropped = remove_if([&](const Frame& f) { return timed_out[f.hop]; }, drop);
+    for (std::uint32_t i = 0; i < ran_count; ++i) expired(ran[i].key, ran[i].frames);
+    return dropped;
   }
 
   // Hands every held frame to drop(const Frame&) (the worker stops).

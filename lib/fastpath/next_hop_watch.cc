@@ -15,7 +15,6 @@ namespace {
 
 // Long enough to gather a burst (a link flap, an ARP storm), short next to ARP resolution.
 constexpr auto kCoalesce = std::chrono::milliseconds(10);
-constexpr auto kResolveAgainAfter = std::chrono::seconds(1);
 
 packet::IpVersion version_of(const net::IpAddress& a) {
   return a.is_v4() ? packet::IpVersion::v4 : packet::IpVersion::v6;
@@ -86,6 +85,7 @@ void NextHopWatch::handle(const nlmsghdr* message) {
   } else {
     auto [it, added] = neighbours_.insert_or_assign(key, NeighbourState{*n->mac, n->state});
     first_mac_ |= added;
+    tracker_.resolved(key);
   }
 }
 
@@ -157,45 +157,121 @@ void NextHopWatch::rebuild() {
   publish_(tables_);
 }
 
-void NextHopWatch::drain_request_errors() {
-  requests_.drain([this](const nlmsghdr* h) {
-    if (h->nlmsg_type == NLMSG_ERROR && static_cast<const nlmsgerr*>(NLMSG_DATA(h))->error != 0) {
-      ++stats_.resolution_errors;
-    }
+net::IpAddress NextHopWatch::address_of(const NeighbourKey& key) {
+  return {key.version == packet::IpVersion::v4 ? AF_INET : AF_INET6, key.address};
+}
+
+NextHopWatch::KernelAnswer NextHopWatch::query(const NeighbourKey& key) {
+  auto request = neighbour_query(layout_.ports[key.port].ifindex, address_of(key), 0);
+  KernelAnswer answer;
+  int err = requests_.transact(request, [&](const nlmsghdr* h) {
+    if (auto n = parse_neighbour(h); n && !n->deleted) answer.entry = *n;
   });
+  ++stats_.queries;
+  answer.ok = err == 0 || err == ENOENT;
+  if (err == ENOENT) answer.entry.reset();
+  return answer;
+}
+
+bool NextHopWatch::send(std::vector<std::uint8_t> request) {
+  if (requests_.transact(request) == 0) return true;
+  ++stats_.resolution_errors;
+  return false;
+}
+
+void NextHopWatch::adopt(const NeighbourKey& key, const NeighbourMessage& entry) {
+  if (!entry.mac || !has_usable_mac(entry.state)) return;
+  neighbours_.insert_or_assign(key, NeighbourState{*entry.mac, entry.state});
+  tracker_.resolved(key);
+  ++stats_.adopted;
+  // A worker holds frames for it: publish now (a coalesced rebuild pending is folded in).
+  if (rebuild_pending_) rebuild_timer_.cancel();
+  rebuild();
 }
 
 void NextHopWatch::request_resolution(const NeighbourKey& key,
                                       std::chrono::steady_clock::time_point now) {
   if (key.port >= layout_.ports.size()) return;
-  auto [it, inserted] = requested_.try_emplace(key, now);
-  if (!inserted) {
-    if (now - it->second < kResolveAgainAfter) return;
-    it->second = now;
-  }
-  if (requested_.size() > 4096) {  // forget old requests rather than grow without bound
-    std::erase_if(requested_,
-                  [now](const auto& e) { return now - e.second >= kResolveAgainAfter; });
-  }
-  net::IpAddress address{key.version == packet::IpVersion::v4 ? AF_INET : AF_INET6, key.address};
-  auto request = resolve_request(layout_.ports[key.port].ifindex, address, ++sequence_);
-  drain_request_errors();
-  if (requests_.send(request)) {
-    ++stats_.resolutions_sent;
-    log::debug("fast path: resolving {} on {}", address.to_string(),
-               layout_.ports[key.port].ifname);
-  } else {
+  // Ferry has its MAC already: the worker's tables were a generation behind, and the ones it
+  // takes up next have it.
+  if (neighbours_.contains(key)) return;
+  const PortSpec& port = layout_.ports[key.port];
+  net::IpAddress address = address_of(key);
+  try {
+    // What the kernel has now, not what its notifications said: an entry ferry's model lacks
+    // (a notification not read yet, or lost) is taken from here; NTF_USE would not bring it, as
+    // the kernel notifies nothing for an entry that already has a MAC.
+    KernelAnswer answer = query(key);
+    if (!answer.ok) {
+      ++stats_.resolution_errors;
+      if (send(resolve_request(port.ifindex, address, 0))) ++stats_.resolutions_sent;
+      return;
+    }
+    auto state = answer.entry ? std::optional<std::uint16_t>(answer.entry->state) : std::nullopt;
+    switch (tracker_.on_miss(key, kernel_entry_of(state), now)) {
+      case ResolveAction::publish:
+        log::debug("fast path: {} on {} has a MAC in the kernel ferry had not taken; taking it",
+                   address.to_string(), port.ifname);
+        adopt(key, *answer.entry);
+        break;
+      case ResolveAction::publish_and_confirm:
+        log::debug("fast path: {} on {} is STALE in the kernel; taking its MAC, confirming it",
+                   address.to_string(), port.ifname);
+        adopt(key, *answer.entry);
+        if (send(resolve_request(port.ifindex, address, 0))) ++stats_.stale_refreshes;
+        break;
+      case ResolveAction::solicit:
+        if (send(resolve_request(port.ifindex, address, 0))) {
+          ++stats_.resolutions_sent;
+          log::debug("fast path: resolving {} on {}", address.to_string(), port.ifname);
+        }
+        break;
+      case ResolveAction::restart:
+        if (send(restart_request(port.ifindex, address, 0))) {
+          ++stats_.restarts;
+          log::debug("fast path: resolving {} on {} over (it was INCOMPLETE)", address.to_string(),
+                     port.ifname);
+        }
+        break;
+      case ResolveAction::wait:
+        break;
+    }
+  } catch (const std::exception& e) {
     ++stats_.resolution_errors;
+    log::warning("fast path: resolving {} on {}: {}", address.to_string(), port.ifname, e.what());
   }
 }
 
+Unreleased NextHopWatch::hold_timed_out(const NeighbourKey& key) {
+  if (key.port >= layout_.ports.size()) return Unreleased::no_answer;
+  std::optional<NeighbourMessage> entry;
+  try {
+    KernelAnswer answer = query(key);
+    if (answer.ok) entry = answer.entry;
+  } catch (const std::exception& e) {
+    log::warning("fast path: asking the kernel about {}: {}", address_of(key).to_string(),
+                 e.what());
+  }
+  auto state = entry ? std::optional<std::uint16_t>(entry->state) : std::nullopt;
+  Unreleased reason = tracker_.on_timeout(key, kernel_entry_of(state), neighbours_.contains(key));
+  log::debug("fast path: frames held for {} on {} ran out of time ({}; the kernel's entry: {})",
+             address_of(key).to_string(), layout_.ports[key.port].ifname, to_string(reason),
+             entry ? nud_state_name(entry->state) : "none");
+  if (reason == Unreleased::unpublished) adopt(key, *entry);
+  return reason;
+}
+
 void NextHopWatch::refresh_stale() {
-  drain_request_errors();
   for (const auto& [key, state] : neighbours_) {
     if ((state.state & NUD_STALE) == 0) continue;
-    net::IpAddress address{key.version == packet::IpVersion::v4 ? AF_INET : AF_INET6, key.address};
-    if (requests_.send(resolve_request(layout_.ports[key.port].ifindex, address, ++sequence_))) {
-      ++stats_.stale_refreshes;
+    try {
+      if (send(resolve_request(layout_.ports[key.port].ifindex, address_of(key), 0))) {
+        ++stats_.stale_refreshes;
+      }
+    } catch (const std::exception& e) {
+      ++stats_.resolution_errors;
+      log::warning("fast path: confirming {}: {}", address_of(key).to_string(), e.what());
+      return;
     }
   }
 }

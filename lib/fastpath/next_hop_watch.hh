@@ -2,8 +2,8 @@
 // path's interfaces and their neighbours (dumped over rtnetlink, then followed through
 // RTNLGRP_NEIGH / route notifications), turned into NextHopTables for the workers' snapshots.
 // Bursts of changes are coalesced into one rebuild, but for a next hop's first MAC, which is
-// published at once. Also sends the resolution requests (RTM_NEWNEIGH + NTF_USE) for next hops
-// the workers missed.
+// published at once. Also resolves the next hops the workers missed: asks the kernel for the
+// entry (RTM_GETNEIGH), takes a MAC it has, else has it solicit (RTM_NEWNEIGH + NTF_USE).
 #pragma once
 
 #include <boost/asio/io_context.hpp>
@@ -14,30 +14,27 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "lib/fastpath/neighbour_table.hh"
+#include "lib/fastpath/next_hop_resolution.hh"
 #include "lib/fastpath/port_layout.hh"
 #include "lib/fastpath/rtnetlink.hh"
 #include "lib/fastpath/snapshot.hh"
 
 namespace ferry::fastpath {
 
-struct NeighbourKeyLess {
-  bool operator()(const NeighbourKey& a, const NeighbourKey& b) const {
-    if (a.port != b.port) return a.port < b.port;
-    if (a.version != b.version) return a.version < b.version;
-    return a.address < b.address;
-  }
-};
-
 struct NextHopWatchStats {
   std::uint64_t notifications = 0;      // netlink route/neighbour messages handled
   std::uint64_t resyncs = 0;            // full re-dumps after the kernel dropped notifications
   std::uint64_t rebuilds = 0;           // NextHopTables published
-  std::uint64_t resolutions_sent = 0;   // NTF_USE requests sent
-  std::uint64_t resolution_errors = 0;  // ... refused by the kernel
-  std::uint64_t stale_refreshes = 0;    // NTF_USE sent to re-probe stale neighbours
+  std::uint64_t resolutions_sent = 0;   // NTF_USE requests sent for a next hop without an entry
+  std::uint64_t resolution_errors = 0;  // requests and queries the kernel refused, or that failed
+  std::uint64_t stale_refreshes = 0;    // NTF_USE sent to have the kernel confirm a STALE entry
+  std::uint64_t queries = 0;            // RTM_GETNEIGH of one entry (a worker's miss, a timeout)
+  std::uint64_t adopted = 0;   // entries with a MAC found by a query that ferry had not taken
+  std::uint64_t restarts = 0;  // INCOMPLETE entries started over so that they solicit at once
 };
 
 class NextHopWatch {
@@ -56,8 +53,12 @@ class NextHopWatch {
   void start();
   std::shared_ptr<const NextHopTables> tables() const { return tables_; }
 
-  // Asks the kernel to resolve a next hop a worker missed; the same key at most once a second.
+  // A worker has frames for a next hop and no MAC: asks the kernel what it has for it and takes a
+  // MAC it has, or makes it solicit the next hop (ResolutionTracker decides how, and how often).
   void request_resolution(const NeighbourKey& key, std::chrono::steady_clock::time_point now);
+  // A worker's hold of frames for `key` ran out: why, from the kernel's entry now (a MAC it has is
+  // taken at once); the next miss of `key` solicits it afresh.
+  Unreleased hold_timed_out(const NeighbourKey& key);
   // Re-probes neighbours the kernel holds as STALE: the workers' traffic bypasses the kernel,
   // so nothing else would ever confirm them.
   void refresh_stale();
@@ -76,12 +77,22 @@ class NextHopWatch {
   void schedule_rebuild();
   void rebuild();
   std::shared_ptr<const NextHopTables> build() const;
-  void drain_request_errors();
+  struct KernelAnswer {
+    bool ok = false;                        // the kernel answered (an entry, or ENOENT)
+    std::optional<NeighbourMessage> entry;  // nullopt: no entry
+  };
+  // The kernel's entry for `key` now. Throws std::system_error when netlink fails.
+  KernelAnswer query(const NeighbourKey& key);
+  // One request, acknowledged; false (counted) when the kernel refused it.
+  bool send(std::vector<std::uint8_t> request);
+  // Takes a usable entry a query found into the model and publishes at once.
+  void adopt(const NeighbourKey& key, const NeighbourMessage& entry);
+  static net::IpAddress address_of(const NeighbourKey& key);
 
   const FastpathLayout& layout_;
   Publish publish_;
   RtnetlinkSocket events_;    // subscribed to neighbour and route notifications
-  RtnetlinkSocket requests_;  // dumps and NTF_USE requests
+  RtnetlinkSocket requests_;  // dumps, queries and NTF_USE requests, each awaited
   boost::asio::posix::stream_descriptor events_wait_;  // a dup of events_' fd, for async_wait
   boost::asio::steady_timer rebuild_timer_;
   bool rebuild_pending_ = false;
@@ -90,9 +101,8 @@ class NextHopWatch {
   bool first_mac_ = false;
   std::vector<KernelRoute> routes_;
   std::map<NeighbourKey, NeighbourState, NeighbourKeyLess> neighbours_;
-  std::map<NeighbourKey, std::chrono::steady_clock::time_point, NeighbourKeyLess> requested_;
+  ResolutionTracker tracker_;
   std::shared_ptr<const NextHopTables> tables_;
-  std::uint32_t sequence_ = 1;
   NextHopWatchStats stats_;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);  // handlers outliving us see false
 };

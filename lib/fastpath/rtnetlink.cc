@@ -1,4 +1,5 @@
-// rtnetlink link/route/neighbour parsing, dumps, notifications and NTF_USE resolution requests.
+// rtnetlink link/route/neighbour parsing, dumps, notifications, neighbour queries and the NTF_USE
+// resolution requests.
 #include "lib/fastpath/rtnetlink.hh"
 
 #include <fcntl.h>
@@ -10,6 +11,7 @@
 #include <cerrno>
 #include <cstring>
 #include <system_error>
+#include <utility>
 
 namespace ferry::fastpath {
 namespace {
@@ -162,6 +164,17 @@ bool has_usable_mac(std::uint16_t nud_state) {
           (NUD_REACHABLE | NUD_STALE | NUD_DELAY | NUD_PROBE | NUD_PERMANENT | NUD_NOARP)) != 0;
 }
 
+const char* nud_state_name(std::uint16_t nud_state) {
+  static constexpr std::pair<std::uint16_t, const char*> kNames[] = {
+      {NUD_INCOMPLETE, "INCOMPLETE"}, {NUD_REACHABLE, "REACHABLE"}, {NUD_STALE, "STALE"},
+      {NUD_DELAY, "DELAY"},           {NUD_PROBE, "PROBE"},         {NUD_FAILED, "FAILED"},
+      {NUD_NOARP, "NOARP"},           {NUD_PERMANENT, "PERMANENT"}};
+  for (const auto& [bit, name] : kNames) {
+    if (nud_state & bit) return name;
+  }
+  return "NONE";
+}
+
 void append_attribute(std::vector<std::uint8_t>& buf, std::uint16_t type, const void* data,
                       std::size_t size) {
   std::size_t at = buf.size();
@@ -172,21 +185,54 @@ void append_attribute(std::vector<std::uint8_t>& buf, std::uint16_t type, const 
   std::memcpy(RTA_DATA(attr), data, size);
 }
 
-std::vector<std::uint8_t> resolve_request(int ifindex, const net::IpAddress& address,
-                                          std::uint32_t sequence) {
-  std::vector<std::uint8_t> buf(NLMSG_ALIGN(NLMSG_LENGTH(sizeof(ndmsg))), 0);
-  append_attribute(buf, NDA_DST, address.bytes.data(), address.is_v4() ? 4 : 16);
-  auto* h = reinterpret_cast<nlmsghdr*>(buf.data());
-  h->nlmsg_len = static_cast<std::uint32_t>(buf.size());
-  h->nlmsg_type = RTM_NEWNEIGH;
-  // No NLM_F_ACK: errors still come back and are drained and counted; successes stay silent.
-  h->nlmsg_flags = NLM_F_REQUEST | NLM_F_CREATE | NLM_F_REPLACE;
+namespace {
+
+// One neighbour message for `address` on `ifindex` appended to `buf`.
+void append_neighbour_message(std::vector<std::uint8_t>& buf, std::uint16_t type,
+                              std::uint16_t flags, int ifindex, const net::IpAddress& address,
+                              std::uint16_t state, std::uint8_t ndm_flags, std::uint32_t sequence) {
+  std::size_t at = buf.size();
+  buf.resize(at + NLMSG_ALIGN(NLMSG_LENGTH(sizeof(ndmsg))), 0);
+  std::vector<std::uint8_t> body;
+  append_attribute(body, NDA_DST, address.bytes.data(), address.is_v4() ? 4 : 16);
+  buf.insert(buf.end(), body.begin(), body.end());
+  auto* h = reinterpret_cast<nlmsghdr*>(buf.data() + at);
+  h->nlmsg_len = static_cast<std::uint32_t>(buf.size() - at);
+  h->nlmsg_type = type;
+  h->nlmsg_flags = flags;
   h->nlmsg_seq = sequence;
   auto* nd = static_cast<ndmsg*>(NLMSG_DATA(h));
   nd->ndm_family = static_cast<std::uint8_t>(address.family);
   nd->ndm_ifindex = ifindex;
-  nd->ndm_state = NUD_NONE;
-  nd->ndm_flags = NTF_USE;
+  nd->ndm_state = state;
+  nd->ndm_flags = ndm_flags;
+}
+
+}  // namespace
+
+std::vector<std::uint8_t> resolve_request(int ifindex, const net::IpAddress& address,
+                                          std::uint32_t sequence) {
+  std::vector<std::uint8_t> buf;
+  // No NLM_F_ACK here: a caller that wants the answer uses transact(), which sets it.
+  append_neighbour_message(buf, RTM_NEWNEIGH, NLM_F_REQUEST | NLM_F_CREATE | NLM_F_REPLACE, ifindex,
+                           address, NUD_NONE, NTF_USE, sequence);
+  return buf;
+}
+
+std::vector<std::uint8_t> restart_request(int ifindex, const net::IpAddress& address,
+                                          std::uint32_t sequence) {
+  std::vector<std::uint8_t> buf;
+  append_neighbour_message(buf, RTM_NEWNEIGH, NLM_F_REQUEST | NLM_F_REPLACE, ifindex, address,
+                           NUD_FAILED, 0, sequence);
+  std::vector<std::uint8_t> use = resolve_request(ifindex, address, sequence);
+  buf.insert(buf.end(), use.begin(), use.end());
+  return buf;
+}
+
+std::vector<std::uint8_t> neighbour_query(int ifindex, const net::IpAddress& address,
+                                          std::uint32_t sequence) {
+  std::vector<std::uint8_t> buf;
+  append_neighbour_message(buf, RTM_GETNEIGH, NLM_F_REQUEST, ifindex, address, 0, 0, sequence);
   return buf;
 }
 
@@ -248,17 +294,33 @@ void RtnetlinkSocket::await_answer(std::uint32_t sequence, const char* what,
   }
 }
 
-int RtnetlinkSocket::transact(std::span<std::uint8_t> request) {
+int RtnetlinkSocket::transact(std::span<std::uint8_t> request,
+                              const std::function<void(const nlmsghdr*)>& visit) {
   drain([](const nlmsghdr*) {});
-  auto* header = reinterpret_cast<nlmsghdr*>(request.data());
-  header->nlmsg_flags |= NLM_F_REQUEST | NLM_F_ACK;
-  const std::uint32_t sequence = header->nlmsg_seq = ++sequence_;
+  const std::uint32_t sequence = ++sequence_;
+  int remaining = static_cast<int>(request.size());
+  for (auto* h = reinterpret_cast<nlmsghdr*>(request.data()); NLMSG_OK(h, remaining);
+       h = NLMSG_NEXT(h, remaining)) {
+    h->nlmsg_flags |= NLM_F_REQUEST | NLM_F_ACK;
+    h->nlmsg_seq = sequence;
+  }
   if (!send(request)) throw std::system_error(errno, std::generic_category(), "netlink request");
+  // One acknowledgement per message; the first error is the answer (the kernel goes on with the
+  // next message all the same).
+  std::size_t acks_due = 0;
+  remaining = static_cast<int>(request.size());
+  for (auto* h = reinterpret_cast<nlmsghdr*>(request.data()); NLMSG_OK(h, remaining);
+       h = NLMSG_NEXT(h, remaining)) {
+    ++acks_due;
+  }
   int answer = 0;
   await_answer(sequence, "netlink request", [&](const nlmsghdr* h) {
-    if (h->nlmsg_type != NLMSG_ERROR) return false;
-    answer = error_of(h);
-    return true;
+    if (h->nlmsg_type != NLMSG_ERROR) {
+      if (visit) visit(h);
+      return false;
+    }
+    if (answer == 0) answer = error_of(h);
+    return --acks_due == 0;
   });
   return answer;
 }

@@ -1,6 +1,7 @@
 // The few rtnetlink messages the fast path needs: link, route and neighbour dumps and
-// notifications (parsed into plain structs, no socket needed, so they are unit-tested on bytes), and the
-// RTM_NEWNEIGH + NTF_USE request that makes the kernel resolve a next hop. Control thread only.
+// notifications (parsed into plain structs, no socket needed, so they are unit-tested on bytes),
+// and the RTM_NEWNEIGH + NTF_USE request that makes the kernel resolve a next hop. Control thread
+// only.
 #pragma once
 
 #include <linux/netlink.h>
@@ -54,6 +55,8 @@ std::optional<RouteMessage> parse_route(const nlmsghdr* message);
 bool is_forwarding_route(const RouteMessage& route);
 // NUD states whose link-layer address may be used to send (the kernel would send to it too).
 bool has_usable_mac(std::uint16_t nud_state);
+// "REACHABLE", "STALE", ... as `ip neigh` prints them (the lowest state bit set; "NONE" for 0).
+const char* nud_state_name(std::uint16_t nud_state);
 
 // Appends one rtattr (header, `size` bytes of `data`, padding) to a request being built in `buf`.
 void append_attribute(std::vector<std::uint8_t>& buf, std::uint16_t type, const void* data,
@@ -61,8 +64,21 @@ void append_attribute(std::vector<std::uint8_t>& buf, std::uint16_t type, const 
 
 // RTM_NEWNEIGH with NTF_USE (NLM_F_CREATE | NLM_F_REPLACE, state NUD_NONE): creates the entry if
 // needed and runs the kernel's neighbour state machine as if a packet had been sent to it, so an
-// unknown next hop gets an ARP request / neighbour solicitation and a stale one is re-probed.
+// unknown (or FAILED) next hop gets an ARP request / neighbour solicitation at once and a STALE one
+// goes to DELAY, then PROBE. An INCOMPLETE entry is left as it is: its next solicitation is due
+// at its own retransmit timer (retrans_time, 1 s), and an entry written INCOMPLETE by hand has
+// none.
 std::vector<std::uint8_t> resolve_request(int ifindex, const net::IpAddress& address,
+                                          std::uint32_t sequence);
+// Starts an INCOMPLETE entry's resolution over, so that it solicits now: RTM_NEWNEIGH setting it
+// FAILED (an administrative update of an existing entry: no NLM_F_CREATE), then resolve_request(),
+// both in one buffer (the kernel handles them in order). Packets the kernel itself had queued on
+// the entry are dropped with the FAILED, as they would be when its own probes ran out.
+std::vector<std::uint8_t> restart_request(int ifindex, const net::IpAddress& address,
+                                          std::uint32_t sequence);
+// RTM_GETNEIGH for one entry (no dump): the kernel answers with the entry as RTM_NEWNEIGH, or
+// ENOENT.
+std::vector<std::uint8_t> neighbour_query(int ifindex, const net::IpAddress& address,
                                           std::uint32_t sequence);
 
 // One NETLINK_ROUTE socket. Throws std::system_error on setup failures.
@@ -85,10 +101,13 @@ class RtnetlinkSocket {
   bool drain(const std::function<void(const nlmsghdr*)>& visit);
   // Non-blocking send of one request; false (errno set) when the kernel refused it.
   bool send(std::span<const std::uint8_t> request);
-  // Sends one request (its sequence number and NLM_F_ACK are set here) and waits for the
-  // kernel's answer: 0 when it was applied, else the errno it failed with. Throws
+  // Sends one request (its sequence number and NLM_F_ACK are set here; a buffer of several
+  // requests gets one sequence number for all) and waits for the kernel's answer: 0 when it was
+  // applied, else the errno the first failing message failed with. `visit` (if any) is called on
+  // the messages of the answer before the acknowledgement (a query's entry). Throws
   // std::system_error when the socket itself fails or no answer comes within 5 s.
-  int transact(std::span<std::uint8_t> request);
+  int transact(std::span<std::uint8_t> request,
+               const std::function<void(const nlmsghdr*)>& visit = nullptr);
 
  private:
   void await_answer(std::uint32_t sequence, const char* what,

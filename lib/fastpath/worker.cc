@@ -138,6 +138,7 @@ std::uint32_t Worker::receive(std::uint32_t port_index, const Snapshot& snapshot
         continue;
       } else {
         o.drop = Drop::neighbour_hold_full;
+        counters_.unreleased[static_cast<std::size_t>(Unreleased::hold_full)].add();
       }
     }
     ++drops[static_cast<std::size_t>(o.drop)];
@@ -202,6 +203,7 @@ void Worker::send_or_hold(std::int8_t egress, std::uint64_t addr, std::uint32_t 
     return;
   }
   ++drops[static_cast<std::size_t>(Drop::neighbour_hold_full)];
+  counters_.unreleased[static_cast<std::size_t>(Unreleased::hold_full)].add();
   free_frames({&addr, 1});
 }
 
@@ -298,10 +300,17 @@ bool Worker::serve_held(const Snapshot& snapshot) {
       moved += sent;
     }
   }
-  // The clock is read only while frames are held.
-  std::uint32_t expired =
-      held_.expire(std::chrono::steady_clock::now(), [this](const HoldQueue::Frame& f) {
+  // The clock is read only while frames are held. A next hop that ran out is reported to the
+  // control thread, which says why and has its next miss solicit it afresh.
+  std::uint32_t expired = held_.expire(
+      std::chrono::steady_clock::now(),
+      [this](const HoldQueue::Frame& f) {
         free_frames({&f.addr, 1});
+      },
+      [this](const NeighbourKey& key, std::uint32_t frames) {
+        if (resolutions_.push_timeout(key, frames) != Queued::added) {
+          counters_.unreleased[static_cast<std::size_t>(Unreleased::unclassified)].add(frames);
+        }
       });
   if (expired > 0) {
     counters_.drops[static_cast<std::size_t>(Drop::neighbour_timeout)].add(expired);
@@ -430,7 +439,10 @@ void Worker::run(const std::atomic<bool>& stop, int wake_fd, const std::function
     last_beat = Clock::now();
   }
   // Held frames go back to the slab: the worker stops, and nothing will send them.
-  held_.clear([this](const HoldQueue::Frame& f) { free_frames({&f.addr, 1}); });
+  std::uint32_t stopped = held_.clear([this](const HoldQueue::Frame& f) {
+    free_frames({&f.addr, 1});
+  });
+  counters_.unreleased[static_cast<std::size_t>(Unreleased::stopped)].add(stopped);
   fragments_.clear([this](const FragmentTable::HeldFrame& f) { free_frames({&f.addr, 1}); });
   publish_account();
   reader_.park();

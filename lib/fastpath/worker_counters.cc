@@ -1,4 +1,4 @@
-// Drop reason names and the sequence-locked frame account.
+// Drop and unreleased-frame reason names, and the sequence-locked frame account.
 #include "lib/fastpath/worker_counters.hh"
 
 namespace ferry::fastpath {
@@ -39,6 +39,26 @@ std::string_view to_string(Drop d) {
       return "too_big";
     case Drop::icmp_unmatched:
       return "icmp_unmatched";
+  }
+  return "unknown";
+}
+
+std::string_view to_string(Unreleased reason) {
+  switch (reason) {
+    case Unreleased::no_answer:
+      return "no_answer";
+    case Unreleased::failed:
+      return "failed";
+    case Unreleased::late:
+      return "late";
+    case Unreleased::unpublished:
+      return "unpublished";
+    case Unreleased::hold_full:
+      return "hold_full";
+    case Unreleased::stopped:
+      return "stopped";
+    case Unreleased::unclassified:
+      return "unclassified";
   }
   return "unknown";
 }

@@ -38,6 +38,22 @@ enum class Drop : std::uint8_t {
 inline constexpr std::size_t kDropCount = static_cast<std::size_t>(Drop::icmp_unmatched) + 1;
 std::string_view to_string(Drop d);
 
+// Why frames that waited for their next hop's MAC were never sent with it
+// (ferry_xsk_neighbour_unreleased_total{reason}). The worker counts the reasons it knows; the
+// control thread says which of the first four a hold that ran out was.
+enum class Unreleased : std::uint8_t {
+  no_answer,     // the hold ran out while the kernel had no MAC (no entry, INCOMPLETE)
+  failed,        // ... and the kernel had given the next hop up (FAILED)
+  late,          // ... and the MAC came after it (a later solicitation was answered)
+  unpublished,   // ... although the kernel had a MAC ferry's tables lacked: they lagged behind
+  hold_full,     // no room to hold it (per next hop, per worker, or next hops waiting)
+  stopped,       // held when the worker stopped (a re-bind, shutdown)
+  unclassified,  // the hold ran out and the report of it found the control thread's queue full
+};
+inline constexpr std::size_t kUnreleasedCount =
+    static_cast<std::size_t>(Unreleased::unclassified) + 1;
+std::string_view to_string(Unreleased reason);
+
 // Per (worker, port): traffic in and out of one AF_XDP socket.
 struct alignas(64) PortCounters {
   metrics::Counter rx_packets;
@@ -69,8 +85,11 @@ struct alignas(64) WorkerCounters {
   metrics::Counter snapshot_swaps;         // table generations picked up
   metrics::Counter neighbour_held;         // frames held for an unresolved next hop
   metrics::Counter neighbour_released;     // ... sent once its MAC was published
-  metrics::Counter checksums_partial;      // L4 checksums finished: arrived CHECKSUM_PARTIAL
-  metrics::Counter checksums_ipv6_zero;    // ... computed: UDP over IPv6 arrived with 0
+  // Frames that were never sent with a MAC, for the reasons the worker knows itself (hold_full,
+  // stopped, unclassified); a hold that ran out is classified by the control thread.
+  std::array<metrics::Counter, kUnreleasedCount> unreleased;
+  metrics::Counter checksums_partial;    // L4 checksums finished: arrived CHECKSUM_PARTIAL
+  metrics::Counter checksums_ipv6_zero;  // ... computed: UDP over IPv6 arrived with 0
   // The IP hop: fragments, ICMP errors, path MTU (ip_hop.hh).
   metrics::Counter fragments_forwarded;  // fragments translated (or routed) and sent on
   metrics::Counter fragments_held;       // later fragments held for their first

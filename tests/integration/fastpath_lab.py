@@ -12,7 +12,7 @@ import struct
 import subprocess
 
 from harness import base_config, check_eq, ok, wait_until
-from netns import Netns, veth
+from netns import Netns, end_all, veth
 
 VIP = "10.10.100.10"
 PORT = 5300
@@ -272,12 +272,7 @@ class Lab:
         return int(ns.run("cat", f"/sys/class/net/{ifname}/statistics/{stat}").stdout)
 
     def close(self):
-        for p in self.procs:
-            if p.poll() is None:
-                p.kill()
-            p.wait()
-        for ns in self.spaces:
-            ns.close()
+        end_all(self.procs, self.spaces)
 
 
 def fastpath_config(w, backends=BACKENDS, frame_bytes=4096):

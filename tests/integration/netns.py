@@ -28,6 +28,11 @@ class Netns:
     def ip(self, *args, check=True):
         return sh("ip", "-n", self.name, *args, check=check)
 
+    def add_addresses(self, ifname, *cidrs):
+        """`ip addr add` of each CIDR on `ifname`; IPv6 ones nodad (usable at once)."""
+        for c in cidrs:
+            self.ip("addr", "add", c, "dev", ifname, *(["nodad"] if ":" in c else []))
+
     def close(self):
         sh("ip", "netns", "del", self.name, check=False)
 
@@ -36,6 +41,17 @@ class Netns:
 
     def __exit__(self, *exc):
         self.close()
+
+
+def end_all(procs, spaces):
+    """A lab's end: kills its processes still running (and reaps every one), then deletes its
+    namespaces with their interfaces."""
+    for p in procs:
+        if p.poll() is None:
+            p.kill()
+        p.wait()
+    for ns in spaces:
+        ns.close()
 
 
 def veth(ns_a, name_a, ns_b, name_b, queues=1):

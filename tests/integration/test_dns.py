@@ -64,13 +64,13 @@ class DnsLab:
             self.client, self.gw, self.back = (self.space(t) for t in ("dnsc", "dnsg", "dnsb"))
             veth(self.client, "c0", self.gw, "g0", queues=2)
             veth(self.gw, "g1", self.back, "b0", queues=2)
-            self.addr(self.client, "c0", f"{CLIENT4}/24", f"{CLIENT6}/64",
-                      *(f"{a}/24" for a in FRESH4), *(f"{a}/64" for a in FRESH6),
-                      *(f"{a}/{64 if ':' in a else 24}" for a, _, _ in BURST))
-            self.addr(self.gw, "g0", f"{GW_CLIENT4}/24", f"{GW_CLIENT6}/64")
-            self.addr(self.gw, "g1", f"{GW_BACK4}/24", f"{GW_BACK6}/64")
-            self.addr(self.gw, "lo", f"{VIP4}/32", f"{VIP6}/128")
-            self.addr(self.back, "b0", *(f"{a}/24" for a in BACKENDS4), *(f"{a}/64" for a in BACKENDS6))
+            self.client.add_addresses("c0", f"{CLIENT4}/24", f"{CLIENT6}/64",
+                                      *(f"{a}/24" for a in FRESH4), *(f"{a}/64" for a in FRESH6),
+                                      *(f"{a}/{64 if ':' in a else 24}" for a, _, _ in BURST))
+            self.gw.add_addresses("g0", f"{GW_CLIENT4}/24", f"{GW_CLIENT6}/64")
+            self.gw.add_addresses("g1", f"{GW_BACK4}/24", f"{GW_BACK6}/64")
+            self.gw.add_addresses("lo", f"{VIP4}/32", f"{VIP6}/128")
+            self.back.add_addresses("b0", *(f"{a}/24" for a in BACKENDS4), *(f"{a}/64" for a in BACKENDS6))
             self.client.ip("route", "add", "default", "via", GW_CLIENT4)
             self.client.ip("-6", "route", "add", "default", "via", GW_CLIENT6)
             self.back.ip("route", "add", "default", "via", GW_BACK4)
@@ -86,11 +86,6 @@ class DnsLab:
         ns = Netns(tag, ipv6=True)
         self.spaces.append(ns)
         return ns
-
-    @staticmethod
-    def addr(ns, ifname, *cidrs):
-        for c in cidrs:
-            ns.ip("addr", "add", c, "dev", ifname, *(["nodad"] if ":" in c else []))
 
     def start_dnsmasq(self, extra=()):
         for name, a4, a6 in zip(NAMES, BACKENDS4, BACKENDS6):

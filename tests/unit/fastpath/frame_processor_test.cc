@@ -153,10 +153,12 @@ TEST_F(FrameProcessorTest, NeighbourMissHoldsTheRoutedFrameAndQueuesTheNextHopOn
     EXPECT_EQ(parsed(frame).hop_limit, 63) << "routed already, but for the next hop's MAC";
     EXPECT_EQ(mac_at(frame, 6), kPort1Mac);
   }
-  auto key = queue_.pop();
-  ASSERT_TRUE(key.has_value());
-  EXPECT_EQ(key->port, 1u);
-  EXPECT_EQ(key->address, addr("10.2.0.254")) << "the gateway is resolved, not the destination";
+  auto report = queue_.pop();
+  ASSERT_TRUE(report.has_value());
+  EXPECT_EQ(report->timed_out_frames, 0u) << "a miss";
+  EXPECT_EQ(report->key.port, 1u);
+  EXPECT_EQ(report->key.address, addr("10.2.0.254"))
+      << "the gateway is resolved, not the destination";
   EXPECT_FALSE(queue_.pop().has_value()) << "a pending request is not queued twice";
   EXPECT_EQ(counters_.resolutions_requested.value(), 1u);
 }

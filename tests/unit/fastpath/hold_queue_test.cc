@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <utility>
 #include <vector>
 
 #include "tests/unit/fastpath/lab_tables.hh"
@@ -85,18 +86,43 @@ TEST(HoldQueue, ExpiresANextHopAfterTheTimeoutFromTheFirstCheckThatSawIt) {
   auto t0 = HoldQueue::Clock::time_point{} + std::chrono::hours(1);
   ASSERT_TRUE(q.hold(hop(2), 1, 0, 64));
   std::vector<std::uint64_t> dropped;
+  std::vector<std::pair<NeighbourKey, std::uint32_t>> ran_out;
   auto drop = [&](const HoldQueue::Frame& f) { dropped.push_back(f.addr); };
-  EXPECT_EQ(q.expire(t0, drop), 0u) << "starts the clock";
+  auto expired = [&](const NeighbourKey& k, std::uint32_t n) { ran_out.emplace_back(k, n); };
+  EXPECT_EQ(q.expire(t0, drop, expired), 0u) << "starts the clock";
   ASSERT_TRUE(q.hold(hop(3), 1, 4096, 64));
-  EXPECT_EQ(q.expire(t0 + std::chrono::milliseconds(500), drop), 0u);
+  EXPECT_EQ(q.expire(t0 + std::chrono::milliseconds(500), drop, expired), 0u);
   ASSERT_TRUE(q.hold(hop(2), 1, 8192, 64));
-  EXPECT_EQ(q.expire(t0 + HoldQueue::kTimeout, drop), 2u);
+  EXPECT_TRUE(ran_out.empty());
+  EXPECT_EQ(q.expire(t0 + HoldQueue::kTimeout, drop, expired), 2u);
   EXPECT_EQ(dropped, (std::vector<std::uint64_t>{0, 8192}));
+  ASSERT_EQ(ran_out.size(), 1u) << "one report per next hop, with all its frames";
+  EXPECT_EQ(ran_out[0], std::make_pair(hop(2), 2u));
   EXPECT_EQ(q.size(), 1u);
-  EXPECT_EQ(q.expire(t0 + std::chrono::milliseconds(500) + HoldQueue::kTimeout, drop), 1u);
+  EXPECT_EQ(q.expire(t0 + std::chrono::milliseconds(500) + HoldQueue::kTimeout, drop, expired), 1u);
+  ASSERT_EQ(ran_out.size(), 2u);
+  EXPECT_EQ(ran_out[1], std::make_pair(hop(3), 1u));
   EXPECT_TRUE(q.empty());
   EXPECT_EQ(q.hops_waiting(), 0u);
   EXPECT_TRUE(q.hold(hop(2), 1, 0, 64)) << "the slots are free again";
+}
+
+TEST(HoldQueue, ANextHopHeldAgainAfterItRanOutGetsAClockOfItsOwn) {
+  HoldQueue q;
+  auto t0 = HoldQueue::Clock::time_point{} + std::chrono::hours(1);
+  auto drop = [](const HoldQueue::Frame&) {};
+  std::uint32_t reports = 0;
+  auto expired = [&](const NeighbourKey&, std::uint32_t) { ++reports; };
+  ASSERT_TRUE(q.hold(hop(1), 1, 0, 64));
+  q.expire(t0, drop, expired);
+  ASSERT_EQ(q.expire(t0 + HoldQueue::kTimeout, drop, expired), 1u);
+  ASSERT_TRUE(q.hold(hop(1), 1, 4096, 64)) << "the next frame for it is held afresh";
+  EXPECT_EQ(q.expire(t0 + HoldQueue::kTimeout + std::chrono::milliseconds(1), drop, expired), 0u);
+  EXPECT_EQ(q.expire(t0 + 2 * HoldQueue::kTimeout, drop, expired), 0u)
+      << "its clock started at the first check after it was held again";
+  EXPECT_EQ(q.expire(t0 + 2 * HoldQueue::kTimeout + std::chrono::milliseconds(1), drop, expired),
+            1u);
+  EXPECT_EQ(reports, 2u);
 }
 
 TEST(HoldQueue, ClearHandsBackEveryFrame) {

@@ -1,4 +1,5 @@
-// rtnetlink parsing against hand-built messages, the NTF_USE request's bytes, and real dumps.
+// rtnetlink parsing against hand-built messages, the neighbour requests' bytes, and real dumps and
+// queries.
 #include "lib/fastpath/rtnetlink.hh"
 
 #include <gtest/gtest.h>
@@ -184,6 +185,77 @@ TEST(Rtnetlink, ResolveRequestIsNewNeighWithNtfUseCreateReplace) {
   auto n = parse_neighbour(reinterpret_cast<const nlmsghdr*>(copy.data()));
   ASSERT_TRUE(n.has_value());
   EXPECT_EQ(n->address.to_string(), "10.2.0.7");
+}
+
+// The messages of a request buffer, in order.
+std::vector<const nlmsghdr*> messages_of(const std::vector<std::uint8_t>& bytes) {
+  std::vector<const nlmsghdr*> out;
+  for_each_message(bytes, [&](const nlmsghdr* h) { out.push_back(h); });
+  return out;
+}
+
+TEST(Rtnetlink, RestartRequestSetsAnExistingEntryFailedThenUsesIt) {
+  auto bytes = restart_request(9, *net::IpAddress::parse("fd00:1::21"), 7);
+  auto m = messages_of(bytes);
+  ASSERT_EQ(m.size(), 2u);
+  std::size_t total = 0;
+  for (const nlmsghdr* h : m) total += NLMSG_ALIGN(h->nlmsg_len);
+  EXPECT_EQ(total, bytes.size());
+  const auto* failed = static_cast<const ndmsg*>(NLMSG_DATA(m[0]));
+  EXPECT_EQ(m[0]->nlmsg_type, RTM_NEWNEIGH);
+  EXPECT_EQ(m[0]->nlmsg_flags, NLM_F_REQUEST | NLM_F_REPLACE)
+      << "no NLM_F_CREATE: an entry that went away meanwhile is not made up as FAILED";
+  EXPECT_EQ(failed->ndm_state, NUD_FAILED);
+  EXPECT_EQ(failed->ndm_flags, 0);
+  const auto* use = static_cast<const ndmsg*>(NLMSG_DATA(m[1]));
+  EXPECT_EQ(m[1]->nlmsg_flags, NLM_F_REQUEST | NLM_F_CREATE | NLM_F_REPLACE);
+  EXPECT_EQ(use->ndm_flags, NTF_USE);
+  EXPECT_EQ(use->ndm_state, NUD_NONE);
+  for (const nlmsghdr* h : m) {
+    const auto* nd = static_cast<const ndmsg*>(NLMSG_DATA(h));
+    EXPECT_EQ(h->nlmsg_seq, 7u);
+    EXPECT_EQ(nd->ndm_family, AF_INET6);
+    EXPECT_EQ(nd->ndm_ifindex, 9);
+    auto n = parse_neighbour(h);
+    ASSERT_TRUE(n.has_value());
+    EXPECT_EQ(n->address.to_string(), "fd00:1::21");
+  }
+}
+
+TEST(Rtnetlink, NeighbourQueryIsAGetOfOneEntryAsTheKernelsStrictCheckWantsIt) {
+  auto bytes = neighbour_query(4, *net::IpAddress::parse("10.2.0.7"), 3);
+  auto m = messages_of(bytes);
+  ASSERT_EQ(m.size(), 1u);
+  EXPECT_EQ(m[0]->nlmsg_type, RTM_GETNEIGH);
+  EXPECT_EQ(m[0]->nlmsg_flags, NLM_F_REQUEST) << "one entry, not a dump";
+  const auto* nd = static_cast<const ndmsg*>(NLMSG_DATA(m[0]));
+  EXPECT_EQ(nd->ndm_ifindex, 4);
+  // neigh_valid_get_req() refuses a state, a type or flags other than NTF_PROXY.
+  EXPECT_EQ(nd->ndm_state, 0);
+  EXPECT_EQ(nd->ndm_type, 0);
+  EXPECT_EQ(nd->ndm_flags, 0);
+  EXPECT_EQ(m[0]->nlmsg_len, NLMSG_ALIGN(NLMSG_LENGTH(sizeof(ndmsg))) + RTA_SPACE(4))
+      << "NDA_DST of the address's length and nothing else";
+}
+
+TEST(Rtnetlink, QueryOfAnEntryTheKernelDoesNotHaveAnswersEnoent) {
+  RtnetlinkSocket socket;
+  int lo = static_cast<int>(::if_nametoindex("lo"));
+  ASSERT_GT(lo, 0);
+  auto request = neighbour_query(lo, *net::IpAddress::parse("192.0.2.77"), 0);
+  int visited = 0;
+  EXPECT_EQ(socket.transact(request, [&](const nlmsghdr*) { ++visited; }), ENOENT);
+  EXPECT_EQ(visited, 0);
+  EXPECT_EQ(socket.transact(request), ENOENT) << "the socket is ready for the next request";
+}
+
+TEST(Rtnetlink, NudStateNamesAreThoseOfIpNeigh) {
+  EXPECT_STREQ(nud_state_name(NUD_REACHABLE), "REACHABLE");
+  EXPECT_STREQ(nud_state_name(NUD_STALE), "STALE");
+  EXPECT_STREQ(nud_state_name(NUD_INCOMPLETE), "INCOMPLETE");
+  EXPECT_STREQ(nud_state_name(NUD_FAILED), "FAILED");
+  EXPECT_STREQ(nud_state_name(NUD_PERMANENT), "PERMANENT");
+  EXPECT_STREQ(nud_state_name(NUD_NONE), "NONE");
 }
 
 TEST(Rtnetlink, ForEachMessageWalksEveryMessageOfADatagram) {

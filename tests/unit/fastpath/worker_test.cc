@@ -1,5 +1,6 @@
 // The worker loop over user-space rings: forwarding between ports on one slab, drops per reason,
-// a full tx ring, a table swap with frames in flight, and frame conservation throughout.
+// a full tx ring, a table swap with frames in flight, frames held for a next hop (released, run
+// out, reported, counted by why) and frame conservation throughout.
 #include "lib/fastpath/worker.hh"
 
 #include <gtest/gtest.h>
@@ -54,6 +55,25 @@ class WorkerTest : public ::testing::Test {
   }
   std::uint64_t drops(Drop d) const {
     return worker_->counters().drops[static_cast<std::size_t>(d)].value();
+  }
+  std::uint64_t unreleased(Unreleased r) const {
+    return worker_->counters().unreleased[static_cast<std::size_t>(r)].value();
+  }
+  // Everything in the worker's resolution queue, oldest first.
+  std::vector<HopReport> reports() {
+    std::vector<HopReport> out;
+    while (auto r = worker_->resolution_queue().pop()) out.push_back(*r);
+    return out;
+  }
+  // Holds the routed prefix's frames until their next hop's hold runs out (the timeout is the
+  // behaviour under test: nothing else ends it).
+  void run_out_the_hold() {
+    worker_->poll_once();  // the first check after the hold starts its clock
+    auto deadline = std::chrono::steady_clock::now() + HoldQueue::kTimeout;
+    while (std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    worker_->poll_once();
   }
   void expect_conserved() {
     xsk::FrameAccount a = worker_->account();
@@ -237,6 +257,7 @@ TEST_F(WorkerTest, HeldFramesBeyondTheWorkersBoundAreDroppedAsHoldFull) {
   }
   EXPECT_EQ(worker_->held().size(), kSlabFrames / 4);
   EXPECT_EQ(drops(Drop::neighbour_hold_full), 200u - kSlabFrames / 4);
+  EXPECT_EQ(unreleased(Unreleased::hold_full), 200u - kSlabFrames / 4) << "and why";
   expect_conserved();
 }
 
@@ -245,16 +266,56 @@ TEST_F(WorkerTest, HeldFramesOfANextHopThatNeverResolvesAreDroppedAfterTheTimeou
   board_->publish(snapshot(config_tables(lab_config()), next_hop_tables(false)));
   receive(0, routed(), 10);
   worker_->poll_once();
-  worker_->poll_once();  // the first check after the hold starts its clock
   ASSERT_EQ(worker_->held().size(), 10u);
-  auto deadline = std::chrono::steady_clock::now() + HoldQueue::kTimeout;
-  while (std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // the timeout is the behaviour
-  }
-  worker_->poll_once();
+  NeighbourKey gateway = reports().at(0).key;
+  run_out_the_hold();
   EXPECT_TRUE(worker_->held().empty());
   EXPECT_EQ(drops(Drop::neighbour_timeout), 10u);
+  EXPECT_EQ(reports(), (std::vector<HopReport>{{gateway, 10}}))
+      << "the control thread hears of the timeout, with its frames, to say why";
   worker_->poll_once();
+  expect_conserved();
+  EXPECT_EQ(worker_->account().in_hands, 0u);
+
+  // The next hop is not left stuck: its next frame is held afresh and asks for it again.
+  receive(0, routed(), 3);
+  worker_->poll_once();
+  EXPECT_EQ(worker_->held().size(), 3u);
+  EXPECT_EQ(reports(), (std::vector<HopReport>{{gateway, 0}}));
+  board_->publish(snapshot(config_tables(lab_config()), next_hop_tables()));
+  worker_->poll_once();
+  EXPECT_EQ(worker_->counters().neighbour_released.value(), 3u);
+  EXPECT_EQ(fakes_[1]->transmit().size(), 3u);
+}
+
+TEST_F(WorkerTest, ATimeoutTheControlThreadCannotHearOfIsCountedUnclassified) {
+  start();
+  board_->publish(snapshot(config_tables(lab_config()), next_hop_tables(false)));
+  receive(0, routed(), 4);
+  worker_->poll_once();
+  // A control thread that drains nothing: the queue fills up with misses of other next hops.
+  NeighbourKey other{9, packet::IpVersion::v4, {}};
+  for (std::uint8_t i = 0; worker_->resolution_queue().push(other) != Queued::full; ++i) {
+    other.address[3] = i;
+  }
+  run_out_the_hold();
+  EXPECT_EQ(drops(Drop::neighbour_timeout), 4u);
+  EXPECT_EQ(unreleased(Unreleased::unclassified), 4u);
+}
+
+TEST_F(WorkerTest, FramesHeldWhenTheWorkerStopsAreCountedAsStopped) {
+  options_.idle_spin_turns = 4;
+  options_.sleep_timeout_ms = 2;
+  start();
+  board_->publish(snapshot(config_tables(lab_config()), next_hop_tables(false)));
+  receive(0, routed(), 6);
+  std::atomic<bool> stop{false};
+  std::thread t([&] { worker_->run(stop, -1, [] {}); });
+  while (worker_->counters().neighbour_held.value() < 6) std::this_thread::yield();
+  stop.store(true);
+  t.join();
+  EXPECT_EQ(unreleased(Unreleased::stopped), 6u);
+  EXPECT_EQ(drops(Drop::neighbour_timeout), 0u);
   expect_conserved();
   EXPECT_EQ(worker_->account().in_hands, 0u);
 }
