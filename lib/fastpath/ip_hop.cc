@@ -66,11 +66,11 @@ FrameOutcome process_fragment(packet::FrameBytes frame, packet::ParsedPacket& p,
                               const IpHop& hop) noexcept {
   if (!hop.fragments) return FrameOutcome::dropped(Drop::unexpected);
   packet::Fragment f;
-  switch (packet::parse_fragment(frame, p, f)) {
+  const packet::FragmentParse parsed = packet::parse_fragment(frame, p, f);
+  switch (parsed) {
     case packet::FragmentParse::fragment:
-      break;
     case packet::FragmentParse::tiny_first:
-      return FrameOutcome::dropped(Drop::fragment_tiny);
+      break;
     case packet::FragmentParse::malformed:
       return FrameOutcome::dropped(Drop::malformed);
     case packet::FragmentParse::not_a_fragment:
@@ -84,6 +84,14 @@ FrameOutcome process_fragment(packet::FrameBytes frame, packet::ParsedPacket& p,
     }
   };
   FragmentSeen seen = hop.fragments->record(fragment_key(p, f), f, hop.now_ms, slot, give_up);
+  if (parsed == packet::FragmentParse::tiny_first) {
+    // No ports to act on (RFC 1858's tiny fragment): the datagram is refused, so that its later
+    // fragments are dropped as they come rather than held for a first fragment that will not be.
+    hop.fragments->refuse(slot);
+    FrameOutcome tiny = FrameOutcome::dropped(Drop::fragment_tiny);
+    tiny.release = slot;
+    return tiny;
+  }
   FrameOutcome refused = FrameOutcome::dropped(Drop::fragment_overlap);
   refused.release = slot;  // what waits for the refused datagram goes too
   switch (seen) {
