@@ -5,6 +5,7 @@
 #include "lib/packet/balance.hh"
 #include "lib/packet/fragment.hh"
 #include "lib/packet/icmp.hh"
+#include "lib/packet/reflect.hh"
 #include "lib/packet/rewrite.hh"
 #include "lib/packet/route.hh"
 
@@ -12,7 +13,12 @@ namespace ferry::fastpath {
 namespace {
 
 // What the first fragment's action did to its addresses, for the rest of the datagram.
-FragmentDecision decision_of(const packet::ParsedPacket& arrived, const packet::ParsedPacket& p) {
+FragmentDecision decision_of(const packet::ParsedPacket& arrived, const packet::ParsedPacket& p,
+                             std::uint32_t ingress_slot) {
+  if (p.dst_address == arrived.src_address && p.src_address == arrived.dst_address &&
+      arrived.src_address != arrived.dst_address) {
+    return {FragmentRewrite::reflect, {}, ingress_slot};  // both changed: swapped
+  }
   if (p.dst_address != arrived.dst_address) {
     return {FragmentRewrite::destination, p.dst_address};
   }
@@ -25,6 +31,10 @@ FragmentDecision decision_of(const packet::ParsedPacket& arrived, const packet::
 // their configured route). No error is sent about a later fragment (RFC 1812 4.3.2.7).
 FrameOutcome follow_first(packet::FrameBytes frame, packet::ParsedPacket& p, const Snapshot& s,
                           FrameSinks sinks, const FragmentDecision& d) {
+  // As the first fragment went: swapped, TTL kept, back out of the port it came in on.
+  if (d.rewrite == FragmentRewrite::reflect) {
+    return steps::outcome(packet::reflect(frame, p, d.port), NeighbourKey{});
+  }
   if (!packet::hop_limit_allows_forward(p)) return FrameOutcome::dropped(Drop::ttl_expired);
   if (d.rewrite == FragmentRewrite::destination) {
     packet::rewrite_address(frame, p, packet::Side::destination, d.address);
@@ -122,7 +132,7 @@ FrameOutcome process_fragment(packet::FrameBytes frame, packet::ParsedPacket& p,
     hop.fragments->refuse(slot);
     o = steps::answer_drop(frame, p, a, s, sinks, hop);
   } else {
-    hop.fragments->decide(slot, decision_of(arrived, p));
+    hop.fragments->decide(slot, decision_of(arrived, p, ingress_slot));
     sinks.counters.fragments_forwarded.add();
   }
   o.release = slot;
