@@ -31,11 +31,13 @@ enum class FragmentRewrite : std::uint8_t {
   none,         // routed: addresses unchanged
   destination,  // a request to a VIP: the destination becomes the backend's address
   source,       // a backend's reply: the source becomes the VIP
+  reflect,      // to a reflect service's VIP: the addresses swapped, sent back out of `port`
 };
 
 struct FragmentDecision {
   FragmentRewrite rewrite = FragmentRewrite::none;
   std::array<std::uint8_t, 16> address{};
+  std::uint32_t port = 0;  // reflect: the slot of the port the first fragment came in on
 };
 
 // What record() makes of a fragment.

@@ -5,6 +5,7 @@
 #include "lib/packet/balance.hh"
 #include "lib/packet/fragment.hh"
 #include "lib/packet/icmp.hh"
+#include "lib/packet/reflect.hh"
 #include "lib/packet/rewrite.hh"
 #include "lib/packet/route.hh"
 
@@ -12,7 +13,12 @@ namespace ferry::fastpath {
 namespace {
 
 // What the first fragment's action did to its addresses, for the rest of the datagram.
-FragmentDecision decision_of(const packet::ParsedPacket& arrived, const packet::ParsedPacket& p) {
+FragmentDecision decision_of(const packet::ParsedPacket& arrived, const packet::ParsedPacket& p,
+                             std::uint32_t ingress_slot) {
+  if (p.dst_address == arrived.src_address && p.src_address == arrived.dst_address &&
+      arrived.src_address != arrived.dst_address) {
+    return {FragmentRewrite::reflect, {}, ingress_slot};  // both changed: swapped
+  }
   if (p.dst_address != arrived.dst_address) {
     return {FragmentRewrite::destination, p.dst_address};
   }
@@ -25,6 +31,10 @@ FragmentDecision decision_of(const packet::ParsedPacket& arrived, const packet::
 // their configured route). No error is sent about a later fragment (RFC 1812 4.3.2.7).
 FrameOutcome follow_first(packet::FrameBytes frame, packet::ParsedPacket& p, const Snapshot& s,
                           FrameSinks sinks, const FragmentDecision& d) {
+  // As the first fragment went: swapped, TTL kept, back out of the port it came in on.
+  if (d.rewrite == FragmentRewrite::reflect) {
+    return steps::outcome(packet::reflect(frame, p, d.port), NeighbourKey{});
+  }
   if (!packet::hop_limit_allows_forward(p)) return FrameOutcome::dropped(Drop::ttl_expired);
   if (d.rewrite == FragmentRewrite::destination) {
     packet::rewrite_address(frame, p, packet::Side::destination, d.address);
@@ -66,11 +76,11 @@ FrameOutcome process_fragment(packet::FrameBytes frame, packet::ParsedPacket& p,
                               const IpHop& hop) noexcept {
   if (!hop.fragments) return FrameOutcome::dropped(Drop::unexpected);
   packet::Fragment f;
-  switch (packet::parse_fragment(frame, p, f)) {
+  const packet::FragmentParse parsed = packet::parse_fragment(frame, p, f);
+  switch (parsed) {
     case packet::FragmentParse::fragment:
-      break;
     case packet::FragmentParse::tiny_first:
-      return FrameOutcome::dropped(Drop::fragment_tiny);
+      break;
     case packet::FragmentParse::malformed:
       return FrameOutcome::dropped(Drop::malformed);
     case packet::FragmentParse::not_a_fragment:
@@ -84,6 +94,14 @@ FrameOutcome process_fragment(packet::FrameBytes frame, packet::ParsedPacket& p,
     }
   };
   FragmentSeen seen = hop.fragments->record(fragment_key(p, f), f, hop.now_ms, slot, give_up);
+  if (parsed == packet::FragmentParse::tiny_first) {
+    // No ports to act on (RFC 1858's tiny fragment): the datagram is refused, so that its later
+    // fragments are dropped as they come rather than held for a first fragment that will not be.
+    hop.fragments->refuse(slot);
+    FrameOutcome tiny = FrameOutcome::dropped(Drop::fragment_tiny);
+    tiny.release = slot;
+    return tiny;
+  }
   FrameOutcome refused = FrameOutcome::dropped(Drop::fragment_overlap);
   refused.release = slot;  // what waits for the refused datagram goes too
   switch (seen) {
@@ -114,7 +132,7 @@ FrameOutcome process_fragment(packet::FrameBytes frame, packet::ParsedPacket& p,
     hop.fragments->refuse(slot);
     o = steps::answer_drop(frame, p, a, s, sinks, hop);
   } else {
-    hop.fragments->decide(slot, decision_of(arrived, p));
+    hop.fragments->decide(slot, decision_of(arrived, p, ingress_slot));
     sinks.counters.fragments_forwarded.add();
   }
   o.release = slot;

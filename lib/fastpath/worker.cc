@@ -80,7 +80,8 @@ bool Worker::poll_once() {
   for (std::uint32_t i = 0; i < ports_.size(); ++i) {
     if (receive(i, snapshot, flows) > 0) {
       work = true;
-      // Transmit after each port's burst: the staging arrays hold one burst.
+      // Transmit after each port's burst: the staging arrays hold one burst (stage() sends a
+      // full one early).
       for (std::uint32_t e = 0; e < ports_.size(); ++e) transmit(e);
     }
   }
@@ -131,7 +132,9 @@ std::uint32_t Worker::receive(std::uint32_t port_index, const Snapshot& snapshot
       if (egress < 0) {
         o.drop = Drop::no_tx_queue;
       } else if (o.fate == Fate::forward) {
-        staged_[egress][staged_count_[egress]++] = xdp_desc{d.addr, d.len, 0};
+        // Not one staged frame per frame received: the frames cut into pieces and the held
+        // fragments a first one releases are staged in the same burst.
+        stage(egress, d.addr, d.len);
         continue;
       } else if (held_.hold(o.next_hop, o.egress_slot, d.addr, d.len)) {
         counters_.neighbour_held.add();

@@ -104,6 +104,7 @@ class Worker {
   // `flows` gets the turn's clock with the first burst that has frames.
   std::uint32_t receive(std::uint32_t port_index, const Snapshot& snapshot, FlowAffinity& flows);
   void transmit(std::uint32_t port_index);
+  // Every frame to transmit goes here: a full staging array (kMaxBurst) is transmitted first.
   void stage(std::int8_t port_index, std::uint64_t addr, std::uint32_t len);
   bool serve_held(const Snapshot& snapshot);
   // The IP hop's rarer outcomes (ip_hop.hh): a changed length, fragments to cut, a later fragment

@@ -1,8 +1,8 @@
 """The fast path's netns lab, shared by the test_fastpath*.py tests: client -- ferry gateway (two
-2-queue veth ports) -- backends (3 UDP echo addresses and a routed sink), the senders' veths with
-veth's default offloads unless a test asks for the full-checksum variant, the helper scripts that
-run inside the namespaces, and readers for ferryd's fast-path metrics and the receivers' UDP
-counters."""
+2-queue veth ports) -- backends (3 UDP echo addresses and a routed sink; IPv6 ones too when a test
+asks), the senders' veths with veth's default offloads unless a test asks for the full-checksum
+variant, the helper scripts that run inside the namespaces, and readers for ferryd's fast-path
+metrics and the receivers' UDP counters."""
 import contextlib
 import ctypes
 import json
@@ -23,6 +23,12 @@ BACKENDS = ["10.10.2.2", "10.10.2.3", "10.10.2.4"]
 SINK = "10.10.3.5"
 SINK_PORT = 9999
 ROUTED_PREFIX = "10.10.3.0/24"
+# Lab(ipv6=True): the same lab in IPv6 as well, with an echo service of its own.
+VIP6 = "fd10:100::10"
+CLIENT6 = "fd10:1::2"
+GATEWAY6_CLIENT_SIDE = "fd10:1::1"
+GATEWAY6_BACKEND_SIDE = "fd10:2::1"
+BACKENDS6 = ["fd10:2::2", "fd10:2::3", "fd10:2::4"]
 
 # Transmit checksum offload of one interface (SIOCETHTOOL, so the test needs no ethtool binary):
 # `TX_CSUM ifname off` turns it off (ETHTOOL_STXCSUM) first; either way it prints the state after
@@ -71,7 +77,7 @@ ECHO = r"""
 import select, socket, sys
 socks = []
 for a in sys.argv[2:]:
-    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s = socket.socket(socket.AF_INET6 if ":" in a else socket.AF_INET, socket.SOCK_DGRAM)
     s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
     s.bind((a, int(sys.argv[1])))
     socks.append(s)
@@ -165,10 +171,13 @@ class Lab:
     frames a test sends; tx_checksum_offload: True (the default, and what real traffic is) leaves
     the senders' veths (c0, b0) as veth comes, so their local stacks send UDP with only the
     pseudo-header sum in the checksum field (CHECKSUM_PARTIAL); False turns the offload off on
-    them, the variant that stands for traffic from a real NIC (full checksums)."""
+    them, the variant that stands for traffic from a real NIC (full checksums); ipv6: the *6
+    addresses and routes as well, IPv6 on without duplicate address detection or router
+    solicitations (neighbour discovery and MLD still cross the lab unless static_neighbours)."""
 
-    def __init__(self, mtu=None, static_neighbours=False, tx_checksum_offload=True):
+    def __init__(self, mtu=None, static_neighbours=False, tx_checksum_offload=True, ipv6=False):
         self.tx_checksum_offload = tx_checksum_offload
+        self.ipv6 = ipv6
         self.spaces = []
         self.procs = []
         self.echo_log = None
@@ -190,6 +199,8 @@ class Lab:
             # The routed prefix leaves g1 through a gateway: ferry must use the kernel's next hop.
             self.gw.ip("route", "add", ROUTED_PREFIX, "via", BACKENDS[0], "dev", "g1")
             self.gw.run("sysctl", "-qw", "net.ipv4.ip_forward=1")
+            if ipv6:
+                self.add_ipv6()
             self.sender_tx_csum = {"c0": self.set_sender_offload(self.client, "c0"),
                                    "b0": self.set_sender_offload(self.back, "b0")}
             self.mac = {"c0": self.mac_of(self.client, "c0"), "g0": self.mac_of(self.gw, "g0"),
@@ -201,9 +212,22 @@ class Lab:
             raise
 
     def space(self, tag):
-        ns = Netns(tag, ipv6=False)
+        ns = Netns(tag, ipv6=self.ipv6)
         self.spaces.append(ns)
+        if self.ipv6:  # the veths made after this send none
+            ns.run("sysctl", "-qw", "net.ipv6.conf.default.router_solicitations=0")
         return ns
+
+    def add_ipv6(self):
+        self.client.ip("addr", "add", f"{CLIENT6}/64", "dev", "c0", "nodad")
+        self.gw.ip("addr", "add", f"{GATEWAY6_CLIENT_SIDE}/64", "dev", "g0", "nodad")
+        self.gw.ip("addr", "add", f"{GATEWAY6_BACKEND_SIDE}/64", "dev", "g1", "nodad")
+        for a in BACKENDS6:
+            self.back.ip("addr", "add", f"{a}/64", "dev", "b0", "nodad")
+        self.client.ip("-6", "route", "add", "default", "via", GATEWAY6_CLIENT_SIDE)
+        self.back.ip("-6", "route", "add", "default", "via", GATEWAY6_BACKEND_SIDE, "src",
+                     BACKENDS6[0])
+        self.gw.run("sysctl", "-qw", "net.ipv6.conf.all.forwarding=1")
 
     def set_sender_offload(self, ns, ifname):
         """Applies the lab's tx_checksum_offload to a sender veth (also one re-created by a test);
@@ -237,6 +261,12 @@ class Lab:
         for a in BACKENDS:
             pin(self.gw, a, self.mac["b0"], "g1")
         pin(self.back, GATEWAY_BACKEND_SIDE, self.mac["g1"], "b0")
+        if self.ipv6:
+            pin(self.client, GATEWAY6_CLIENT_SIDE, self.mac["g0"], "c0")
+            pin(self.gw, CLIENT6, self.mac["c0"], "g0")
+            for a in BACKENDS6:
+                pin(self.gw, a, self.mac["b0"], "g1")
+            pin(self.back, GATEWAY6_BACKEND_SIDE, self.mac["g1"], "b0")
 
     def spawn(self, ns, script, *args, log=None):
         out = open(log, "w") if log else subprocess.PIPE
@@ -247,7 +277,8 @@ class Lab:
 
     def start_echo(self, w):
         self.echo_log = w.file("echo.log")
-        self.spawn(self.back, ECHO, str(PORT), *BACKENDS, log=self.echo_log)
+        self.spawn(self.back, ECHO, str(PORT), *BACKENDS, *(BACKENDS6 if self.ipv6 else []),
+                   log=self.echo_log)
         wait_until(lambda: "ready" in open(self.echo_log).read(), 10, "echo servers")
 
     def echoed(self, tag):
@@ -275,14 +306,18 @@ class Lab:
         end_all(self.procs, self.spaces)
 
 
-def fastpath_config(w, backends=BACKENDS, frame_bytes=4096):
+def fastpath_config(w, backends=BACKENDS, frame_bytes=4096, ipv6=False):
+    """ferryd on the lab's gateway; ipv6: the echo service on VIP6 too (Lab(ipv6=True))."""
+    services = [{"name": "echo", "vip": VIP, "port": PORT, "protocols": ["udp"],
+                 "backends": [f"{b}:{PORT}" for b in backends]}]
+    if ipv6:
+        services.append({"name": "echo6", "vip": VIP6, "port": PORT, "protocols": ["udp"],
+                         "backends": [f"[{b}]:{PORT}" for b in BACKENDS6]})
     return base_config(w, xdp={
         "interfaces": [{"name": "g0"}, {"name": "g1"}],
         "umem": {"frames": 4096, "frame_bytes": frame_bytes},
         "rings": {"fill": 512, "completion": 512, "rx": 512, "tx": 512},
-    }, services=[{"name": "echo", "vip": VIP, "port": PORT, "protocols": ["udp"],
-                  "backends": [f"{b}:{PORT}" for b in backends]}],
-        routes=[{"prefix": ROUTED_PREFIX, "via": "g1"}])
+    }, services=services, routes=[{"prefix": ROUTED_PREFIX, "via": "g1"}])
 
 
 def samples(d, family):
@@ -310,6 +345,16 @@ def frames_by_queue(d):
         frames.setdefault(labels["queue"], {})[labels["where"]] = v
     slabs = {labels["queue"]: v for labels, v in samples(d, "ferry_xsk_slab_frames")}
     return frames, slabs
+
+
+def check_conserved(d):
+    """Once the workers are quiet, every queue's frames add up to its slab and no slab refused a
+    frame."""
+    quiescent(d)
+    frames, slabs = frames_by_queue(d)
+    for q, terms in frames.items():
+        check_eq(sum(terms.values()), slabs[q], f"queue {q} conservation {terms}")
+    check_eq(total(d, "ferry_xsk_rejected_frames_total"), 0, "no frame refused by a slab")
 
 
 def quiescent(d, timeout=30):

@@ -1,10 +1,12 @@
 // A small gateway for the fast-path unit tests: port 0 faces clients (10.1.0.0/24), port 1 faces
 // backends (10.2.0.0/24) with a gateway 10.2.0.254 for 10.3.0.0/16; one balanced UDP service, one
-// reflect service, one configured route; the kernel's routes and neighbours as plain values.
+// reflect service, one configured route; the kernel's routes and neighbours as plain values, and
+// the ports' MTUs and addresses for the IP-hop tests.
 #pragma once
 
 #include <netinet/in.h>
 
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <vector>
@@ -69,13 +71,16 @@ inline std::shared_ptr<const ConfigTables> config_tables(const config::Config& c
                    packet::RouteTable::build(c.routes, port_of)});
 }
 
-// The kernel: connected routes on both ports, 10.3.0.0/16 behind 10.2.0.254; the client and the
-// backends known as neighbours unless `with_neighbours` is false.
+// The kernel: connected routes on both ports (2001:db8:1::/64 and 2001:db8:2::/64 too),
+// 10.3.0.0/16 behind 10.2.0.254; the client and the backends (2001:db8:1::5, 2001:db8:2::2 and ::3)
+// known as neighbours unless `with_neighbours` is false.
 inline std::shared_ptr<const NextHopTables> next_hop_tables(bool with_neighbours = true) {
   std::vector<KernelRoute> routes = {
       {prefix("10.1.0.0/24"), 0, std::nullopt, 0},
       {prefix("10.2.0.0/24"), 1, std::nullopt, 0},
       {prefix("10.3.0.0/16"), 1, ip("10.2.0.254"), 0},
+      {prefix("2001:db8:1::/64"), 0, std::nullopt, 0},
+      {prefix("2001:db8:2::/64"), 1, std::nullopt, 0},
   };
   std::vector<Neighbour> neighbours;
   if (with_neighbours) {
@@ -86,10 +91,28 @@ inline std::shared_ptr<const NextHopTables> next_hop_tables(bool with_neighbours
         {{1, packet::IpVersion::v4, addr("10.2.0.4")}, kBackendMac},
         {{1, packet::IpVersion::v4, addr("10.2.0.5")}, kBackendMac},  // a fourth, when added
         {{1, packet::IpVersion::v4, addr("10.2.0.254")}, kRouterMac},
+        {{0, packet::IpVersion::v6, addr("2001:db8:1::5")}, kClientMac},
+        {{1, packet::IpVersion::v6, addr("2001:db8:2::2")}, kBackendMac},
+        {{1, packet::IpVersion::v6, addr("2001:db8:2::3")}, kBackendMac},
     };
   }
   return std::make_shared<const NextHopTables>(
       NextHopTables{KernelRouteTable(std::move(routes)), NeighbourTable(neighbours)});
+}
+
+// The ports' facts of an IP hop: their MTUs (0: unknown) and the gateway's addresses on them,
+// 10.1.0.1 and 2001:db8:1::1 on port 0, 10.2.0.1 and 2001:db8:2::1 on port 1.
+inline std::shared_ptr<const PortFacts> port_facts(std::uint32_t mtu0 = 1500,
+                                                   std::uint32_t mtu1 = 1500) {
+  auto facts = std::make_shared<PortFacts>();
+  facts->mtu[0] = mtu0;
+  facts->mtu[1] = mtu1;
+  facts->min_mtu = mtu0 == 0 ? mtu1 : mtu1 == 0 ? mtu0 : std::min(mtu0, mtu1);
+  facts->v4[0] = {addr("10.1.0.1"), true};
+  facts->v4[1] = {addr("10.2.0.1"), true};
+  facts->v6[0] = {addr("2001:db8:1::1"), true};
+  facts->v6[1] = {addr("2001:db8:2::1"), true};
+  return facts;
 }
 
 inline std::unique_ptr<Snapshot> snapshot(std::shared_ptr<const ConfigTables> config,
@@ -112,6 +135,21 @@ inline packet::test::FrameSpec request(std::uint16_t client_port = 40000) {
   f.dst_port = 53;
   f.dst_mac = kPort0Mac;
   f.src_mac = kClientMac;
+  return f;
+}
+
+// A request with `payload_bytes` of a byte pattern (a misplaced fragment shows): to the balanced
+// service, or over IPv6 from 2001:db8:1::5 to 2001:db8::10 port 53 (a service the test adds).
+inline packet::test::FrameSpec large_request(std::uint16_t client_port, std::size_t payload_bytes,
+                                             packet::IpVersion version = packet::IpVersion::v4) {
+  packet::test::FrameSpec f = request(client_port);
+  if (version == packet::IpVersion::v6) {
+    f.version = version;
+    f.src = addr("2001:db8:1::5");
+    f.dst = addr("2001:db8::10");
+  }
+  f.payload.resize(payload_bytes);
+  for (std::size_t i = 0; i < payload_bytes; ++i) f.payload[i] = static_cast<std::uint8_t>(i * 7);
   return f;
 }
 

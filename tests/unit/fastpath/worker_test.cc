@@ -1,6 +1,7 @@
 // The worker loop over user-space rings: forwarding between ports on one slab, drops per reason,
 // a full tx ring, a table swap with frames in flight, frames held for a next hop (released, run
-// out, reported, counted by why) and frame conservation throughout.
+// out, reported, counted by why), the IP hop's frames (fragments held for their first, cut into
+// pieces, answered) and frame conservation throughout.
 #include "lib/fastpath/worker.hh"
 
 #include <gtest/gtest.h>
@@ -14,6 +15,7 @@
 #include "lib/packet/parse.hh"
 #include "tests/unit/fastpath/fake_port.hh"
 #include "tests/unit/fastpath/lab_tables.hh"
+#include "tests/unit/packet/ip_hop_builder.hh"
 
 namespace ferry::fastpath {
 namespace {
@@ -349,6 +351,180 @@ TEST_F(WorkerTest, RunBeatsWhileIdleAndStopsOnRequest) {
   t.join();
   EXPECT_GE(worker_->counters().sleeps.value(), 1u);
   EXPECT_EQ(board_->seen(0), std::numeric_limits<std::uint64_t>::max()) << "reader parked";
+}
+
+packet::test::BuiltFrame big_request(std::uint16_t client_port, std::size_t payload_bytes) {
+  return build_frame(large_request(client_port, payload_bytes));
+}
+
+std::uint16_t be16_at(const std::vector<std::uint8_t>& f, std::size_t at) {
+  return static_cast<std::uint16_t>(f[at] << 8 | f[at + 1]);
+}
+
+// The destination of an IPv4 frame that parse_frame() may refuse (a fragment).
+net::IpAddress destination_of_fragment(const std::vector<std::uint8_t>& frame) {
+  std::array<std::uint8_t, 16> bytes{};
+  std::copy_n(frame.begin() + 14 + 16, 4, bytes.begin());
+  return {AF_INET, bytes};
+}
+
+// The worker as an IP hop: ports with MTUs and addresses in its snapshot.
+class WorkerIpHopTest : public WorkerTest {
+ protected:
+  void start_with_ports(std::uint32_t mtu0 = 1500, std::uint32_t mtu1 = 1500) {
+    start();
+    auto s = snapshot(config_tables(lab_config()), next_hop_tables());
+    s->ports = port_facts(mtu0, mtu1);
+    board_->publish(std::move(s));
+  }
+  void receive_bytes(std::size_t port, const std::vector<std::uint8_t>& bytes) {
+    ASSERT_TRUE(fakes_[port]->receive(bytes));
+  }
+  // The third and the second fragment of `whole` (3,008 bytes of UDP), held for their first.
+  void hold_later_fragments(const packet::test::BuiltFrame& whole) {
+    receive_bytes(0, packet::test::ipv4_fragment(whole, 2960, 48, false));
+    receive_bytes(0, packet::test::ipv4_fragment(whole, 1480, 1480, true));
+    worker_->poll_once();
+    ASSERT_EQ(worker_->fragments().held_count(), 2u);
+    EXPECT_EQ(worker_->account().in_hands, 2u) << "held fragments are in the worker's hands";
+    expect_conserved();
+  }
+};
+
+TEST_F(WorkerIpHopTest, LaterFragmentsWaitInTheWorkersHandsUntilTheirFirstComes) {
+  start_with_ports();
+  auto whole = big_request(40000, 3000);
+  hold_later_fragments(whole);
+  EXPECT_EQ(worker_->counters().fragments_held.value(), 2u);
+  EXPECT_TRUE(fakes_[1]->transmit().empty());
+  worker_->poll_once();
+  expect_conserved();
+
+  receive_bytes(0, packet::test::ipv4_fragment(whole, 0, 1480, true));
+  worker_->poll_once();
+  auto sent = fakes_[1]->transmit();
+  ASSERT_EQ(sent.size(), 3u);
+  std::vector<std::uint16_t> offsets;
+  for (const auto& f : sent) {
+    offsets.push_back(static_cast<std::uint16_t>((be16_at(f, 14 + 6) & 0x1fff) * 8));
+    EXPECT_EQ(destination_of_fragment(f), destination_of_fragment(sent[0]));
+  }
+  EXPECT_EQ(offsets, (std::vector<std::uint16_t>{0, 2960, 1480}))
+      << "the first, then the held ones in the order they came";
+  EXPECT_EQ(worker_->counters().fragments_forwarded.value(), 3u);
+  EXPECT_EQ(worker_->fragments().held_count(), 0u);
+  worker_->poll_once();
+  expect_conserved();
+  EXPECT_EQ(worker_->account().in_hands, 0u);
+}
+
+TEST_F(WorkerIpHopTest, HeldFragmentsOfAFirstThatExpiresAreRefusedAndItIsAnswered) {
+  start_with_ports();
+  packet::test::FrameSpec spec = large_request(40000, 3000);
+  spec.hop_limit = 1;
+  auto whole = packet::test::build_frame(spec);
+  hold_later_fragments(whole);
+  receive_bytes(0, packet::test::ipv4_fragment(whole, 0, 1480, true));
+  worker_->poll_once();
+  auto answered = fakes_[0]->transmit();
+  ASSERT_EQ(answered.size(), 1u) << "time exceeded, about the first fragment";
+  EXPECT_EQ(answered[0][14 + 9], IPPROTO_ICMP);
+  EXPECT_EQ(answered[0][14 + 20], 11);
+  EXPECT_EQ(answered[0].size(), 14u + 576u);
+  EXPECT_TRUE(fakes_[1]->transmit().empty());
+  EXPECT_EQ(drops(Drop::ttl_expired), 1u);
+  EXPECT_EQ(drops(Drop::fragment_refused), 2u);
+  EXPECT_EQ(worker_->counters().icmp_time_exceeded.value(), 1u);
+  worker_->poll_once();
+  expect_conserved();
+  EXPECT_EQ(worker_->account().in_hands, 0u);
+}
+
+TEST_F(WorkerIpHopTest, FragmentsWhoseFirstNeverComesAreDroppedAfterTheHeldTimeout) {
+  start_with_ports();
+  hold_later_fragments(big_request(40000, 3000));
+  auto deadline = std::chrono::steady_clock::now() +
+                  std::chrono::milliseconds(FragmentTable::Limits{}.held_timeout_ms + 1000);
+  while (drops(Drop::fragment_timeout) < 2 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // the timeout is the behaviour
+    worker_->poll_once();
+  }
+  EXPECT_EQ(drops(Drop::fragment_timeout), 2u);
+  EXPECT_EQ(worker_->fragments().held_count(), 0u);
+  worker_->poll_once();
+  expect_conserved();
+  EXPECT_EQ(worker_->account().in_hands, 0u);
+}
+
+TEST_F(WorkerIpHopTest, AFloodOfLaterFragmentsStaysWithinTheHeldBound) {
+  start_with_ports();
+  const std::uint32_t bound = kSlabFrames / 8;  // the worker's held_frames
+  auto whole = big_request(40000, 100);
+  std::uint32_t sent = 0;
+  for (int round = 0; round < 4; ++round) {
+    for (int i = 0; i < 50; ++i, ++sent) {
+      auto f = packet::test::ipv4_fragment(whole, 8, 100, false);
+      packet::test::put16(f, 14 + 4, static_cast<std::uint16_t>(sent));  // its own datagram
+      packet::test::fix_ipv4_checksum(f, 14);
+      receive_bytes(0, f);
+    }
+    worker_->poll_once();
+    EXPECT_LE(worker_->fragments().held_count(), bound);
+    expect_conserved();
+  }
+  std::uint32_t held = worker_->fragments().held_count();
+  EXPECT_EQ(held + drops(Drop::fragment_hold_full), sent)
+      << "every fragment held or dropped (no room, or its full bucket's oldest datagram)";
+  EXPECT_GE(held, bound - 4) << "at the bound, but for a full bucket's last eviction";
+  EXPECT_EQ(worker_->account().in_hands, held);
+}
+
+TEST_F(WorkerIpHopTest, ADatagramWithoutDfOverTheEgressMtuLeavesInPieces) {
+  start_with_ports(1500, 576);
+  auto whole = big_request(40000, 1700);  // 1,708 bytes of UDP
+  receive_bytes(0, whole.bytes);
+  worker_->poll_once();
+  auto sent = fakes_[1]->transmit();
+  ASSERT_EQ(sent.size(), 4u) << "552 data bytes a piece";
+  EXPECT_EQ(worker_->counters().fragments_made.value(), 4u);
+  std::size_t data_bytes = 0;
+  for (std::size_t i = 0; i < sent.size(); ++i) {
+    const auto& f = sent[i];
+    std::uint16_t flags_offset = be16_at(f, 14 + 6);
+    EXPECT_EQ((flags_offset & 0x1fff) * 8u, 552 * i);
+    EXPECT_EQ((flags_offset & 0x2000) != 0, i + 1 < sent.size()) << "MF";
+    EXPECT_LE(be16_at(f, 14 + 2), 576);
+    EXPECT_EQ(be16_at(f, 14 + 2), f.size() - 14);
+    EXPECT_EQ(f[14 + 8], 63) << "TTL";
+    EXPECT_EQ(be16_at(f, 14 + 10), packet::test::reference_ipv4_checksum(f, 14, 20));
+    EXPECT_EQ(destination_of_fragment(f), destination_of_fragment(sent[0]));
+    data_bytes += f.size() - 34;
+  }
+  EXPECT_EQ(data_bytes, 1708u);
+  worker_->poll_once();
+  expect_conserved();
+}
+
+TEST_F(WorkerIpHopTest, FramesCutIntoPiecesNeverOverflowABurstsStaging) {
+  // One burst of 64 from the backends' port: a request to port 1 first, then a reply cut into
+  // 4 pieces for port 0 (MTU 576) and 62 more replies: 66 frames staged for port 0 in one burst.
+  options_.burst = 64;
+  start_with_ports(576, 1500);
+  receive(1, request(40000));
+  packet::test::FrameSpec big = reply();
+  big.payload.assign(1700, 'r');
+  receive(1, big);
+  receive(1, reply(), 62);
+  worker_->poll_once();
+  auto to_backends = fakes_[1]->transmit();
+  auto to_client = fakes_[0]->transmit();
+  ASSERT_EQ(to_backends.size(), 1u);
+  EXPECT_EQ(be16_at(to_backends[0], 14 + 20), 40000) << "the request, nothing else";
+  EXPECT_EQ(to_client.size(), 66u);
+  EXPECT_EQ(worker_->counters().fragments_made.value(), 4u);
+  worker_->poll_once();
+  expect_conserved();
+  EXPECT_EQ(worker_->counters().rejected_frames.value(), 0u);
 }
 
 }  // namespace

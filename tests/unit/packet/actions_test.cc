@@ -4,6 +4,7 @@
 
 #include "lib/packet/balance.hh"
 #include "lib/packet/checksum.hh"
+#include "lib/packet/fragment.hh"
 #include "lib/packet/reflect.hh"
 #include "lib/packet/route.hh"
 #include "tests/unit/packet/frame_builder.hh"
@@ -331,6 +332,28 @@ TEST(Reflect, SwapsEverythingAndChecksumsStayValid) {
     reflect(f, p, 7);
     EXPECT_EQ(f, *vector);
   }
+}
+
+TEST(Reflect, AFragmentAfterTheFirstHasOnlyItsAddressesSwapped) {
+  FrameSpec spec;
+  spec.payload.assign(64, 0x5a);
+  auto whole = build_frame(spec).bytes;
+  whole[14 + 6] = 0x00;
+  whole[14 + 7] = 0x02;  // offset 16: its first 4 bytes would be "ports" to a careless swap
+  ParsedPacket p;
+  Fragment fragment;
+  ASSERT_EQ(parse_fragment(whole, p, fragment), FragmentParse::fragment);
+  ASSERT_TRUE(p.fragment_tail);
+  const auto before = whole;
+  EXPECT_EQ(reflect(whole, p, 3), Verdict::forward(3));
+  EXPECT_TRUE(std::equal(whole.begin(), whole.begin() + 6, before.begin() + 6));
+  EXPECT_TRUE(
+      std::equal(whole.begin() + 14 + 12, whole.begin() + 14 + 16, before.begin() + 14 + 16));
+  EXPECT_TRUE(
+      std::equal(whole.begin() + 14 + 16, whole.begin() + 14 + 20, before.begin() + 14 + 12));
+  EXPECT_TRUE(std::equal(whole.begin() + 14 + 20, whole.end(), before.begin() + 14 + 20))
+      << "the data after the IP header is the datagram's, untouched";
+  EXPECT_EQ(p.src_address, addr("10.0.0.10"));
 }
 
 TEST(Verdict, NamesForMetrics) {
