@@ -110,7 +110,7 @@ Acted act(packet::FrameBytes frame, packet::ParsedPacket& p, const Snapshot& s,
   const ConfigTables& tables = *s.config;
   // Only a datagram larger than the smallest MTU of the ports can be too big for one: only it
   // pays for the check and for keeping its endpoints as they arrived.
-  MtuCheck mtu{s.ports.get(), s.ports && s.ports->min_mtu != 0 && p.l3_bytes > s.ports->min_mtu};
+  MtuCheck mtu = MtuCheck::of(s, p);
   packet::ParsedPacket arrived;
   if (mtu.active) arrived = p;
   FrameOutcome o = FrameOutcome::dropped(Drop::unexpected);

@@ -31,6 +31,10 @@ struct MtuCheck {
   std::uint32_t fragment_mtu = 0;  // set when it does not fit and is IPv4 without DF
   bool fits(packet::ConstFrameBytes frame, const packet::ParsedPacket& q,
             std::uint32_t port) noexcept;
+  // Active only for a datagram larger than the smallest MTU of the ports: only it pays for it.
+  static MtuCheck of(const Snapshot& s, const packet::ParsedPacket& p) noexcept {
+    return {s.ports.get(), s.ports && s.ports->min_mtu != 0 && p.l3_bytes > s.ports->min_mtu};
+  }
 };
 
 // route_via()'s next hop for balanced traffic: the kernel's best route out of any port.

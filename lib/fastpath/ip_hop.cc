@@ -42,8 +42,7 @@ FrameOutcome follow_first(packet::FrameBytes frame, packet::ParsedPacket& p, con
     packet::rewrite_address(frame, p, packet::Side::source, d.address);
   }
   NeighbourKey missed{};
-  steps::MtuCheck mtu{s.ports.get(),
-                      s.ports && s.ports->min_mtu != 0 && p.l3_bytes > s.ports->min_mtu};
+  steps::MtuCheck mtu = steps::MtuCheck::of(s, p);
   FrameOutcome o = FrameOutcome::dropped(Drop::unexpected);
   if (d.rewrite != FragmentRewrite::none) {
     steps::KernelNextHop next_hop{s, sinks, missed, mtu, frame};
