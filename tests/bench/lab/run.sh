@@ -187,6 +187,18 @@ fragmented_traffic() {
   echo "{ eth(da=$g0_mac, sa=$c0_mac), ipv4(saddr=$CLIENT_IP, daddr=$dst, ttl=64, id=dinc(1, 65000), frag=185, proto=17), fill(0x41, 528) }"
 }
 
+# The kernel's balance baseline: nftables DNAT over the three backends (conntrack).
+nat_on() {
+  in_ns "$G" nft -f - <<NFT
+table ip ferrylab {
+  chain pre {
+    type nat hook prerouting priority dstnat; policy accept;
+    ip daddr $VIP udp dport $PORT dnat to jhash ip saddr . udp sport mod 3 map { 0 : 10.10.2.2, 1 : 10.10.2.3, 2 : 10.10.2.4 }
+  }
+}
+NFT
+}
+
 hz="$(getconf CLK_TCK)"
 results="$work/results.tsv"
 measure() {  # kind case size dst dport; one row per checksum kind
@@ -299,16 +311,6 @@ PY
 fi
 if [ -n "$iphop_mode" ]; then
   checksums=full
-  nat_on() {
-    in_ns "$G" nft -f - <<NFT
-table ip ferrylab {
-  chain pre {
-    type nat hook prerouting priority dstnat; policy accept;
-    ip daddr $VIP udp dport $PORT dnat to jhash ip saddr . udp sport mod 3 map { 0 : 10.10.2.2, 1 : 10.10.2.3, 2 : 10.10.2.4 }
-  }
-}
-NFT
-  }
   for rep in $(seq "$repeats"); do
     for size in 64 frag2008; do
       nat_on
@@ -369,14 +371,7 @@ echo "kind	case	size	checksum	delivered	sent	seconds	softirq	ferryd_user	ferryd_
 for size in $sizes; do
   # (a) kernel: plain forwarding, then nftables DNAT for balance
   measure kernel route "$size" "$ROUTED" 9
-  in_ns "$G" nft -f - <<NFT
-table ip ferrylab {
-  chain pre {
-    type nat hook prerouting priority dstnat; policy accept;
-    ip daddr $VIP udp dport $PORT dnat to jhash ip saddr . udp sport mod 3 map { 0 : 10.10.2.2, 1 : 10.10.2.3, 2 : 10.10.2.4 }
-  }
-}
-NFT
+  nat_on
   measure kernel balance "$size" "$VIP" "$PORT"
   in_ns "$G" nft delete table ip ferrylab
 
