@@ -37,6 +37,7 @@ FragmentSeen FragmentTable::note_bytes(Datagram& d, const packet::Fragment& f) n
   const std::uint32_t end = f.end_bytes();
   auto refuse_all = [&d](FragmentSeen why) {
     d.refused = true;
+    d.refused_ms = d.last_ms;
     return why;
   };
   // A last fragment fixes the datagram's end: bytes past it, or a second different end, are an
@@ -84,6 +85,7 @@ void FragmentTable::decide(std::uint32_t slot, const FragmentDecision& decision)
 
 void FragmentTable::refuse(std::uint32_t slot) noexcept {
   datagrams_[slot].refused = true;
+  datagrams_[slot].refused_ms = datagrams_[slot].last_ms;
 }
 
 bool FragmentTable::hold(std::uint32_t slot, std::uint64_t addr, std::uint32_t len,

@@ -2,9 +2,14 @@
 // (source, destination, protocol, identification) what its first fragment decided (the address
 // its later fragments get), which of its bytes have been seen (a duplicate or an overlap is
 // refused), and the later fragments that came before their first, held in their UMEM frames
-// until it comes. Bounded in datagrams, held frames, held bytes and time, like the kernel's
-// ipfrag_high_thresh and ipfrag_time. Owned by one worker: no atomics, no allocation after
-// construction.
+// until it comes. A datagram all of whose bytes have passed is over: a fragment with its key
+// starts a new one, as the kernel's reassembly does once a queue completed (a sender reuses an
+// identification within a second at some 65,000 fragmented datagrams a second to one host).
+// A refusal lasts held_timeout_ms, then the key starts afresh too; so does an incomplete datagram
+// (a fragment of it lost) after max_distance fragments of others, the kernel's ipfrag_max_dist
+// counted over the worker instead of per source. Bounded in datagrams, held frames, held bytes and
+// time, like the kernel's ipfrag_high_thresh and ipfrag_time. Owned by one worker: no atomics, no
+// allocation after construction.
 #pragma once
 
 #include <array>
@@ -44,7 +49,8 @@ struct FragmentDecision {
 enum class FragmentSeen : std::uint8_t {
   decided,    // the datagram's first fragment has decided: apply decision()
   undecided,  // its first fragment has not come (or this is it): hold a later one
-  duplicate,  // every byte of it was seen before: drop it (the receiver would)
+  duplicate,  // every byte of it was seen before, its datagram still incomplete: drop it (the
+              // receiver would)
   overlap,    // it overlaps what was seen without repeating it: the datagram is refused whole
   refused,    // the datagram was refused before (overlap, tiny first fragment, its first
               // fragment dropped): drop it
@@ -62,6 +68,11 @@ class FragmentTable {
     std::uint32_t idle_timeout_ms = 30000;
     // Later fragments wait this long for their first; UMEM frames are scarcer than skbs.
     std::uint32_t held_timeout_ms = 1000;
+    // An incomplete datagram that this many fragments of other datagrams passed since its last
+    // one is over: a sender wraps IPv4's 16-bit identification after 65,536 datagrams to a host,
+    // at least 131,072 fragments, so a later fragment with its key belongs to a new datagram
+    // (what the kernel's ipfrag_max_dist guards against per source, with a bound of 64).
+    std::uint32_t max_distance = 65536;
   };
   static constexpr std::uint32_t kMaxPieces = 16;  // separate byte ranges tracked per datagram
 
@@ -119,6 +130,8 @@ class FragmentTable {
     FragmentKey key;
     FragmentDecision decision;
     std::uint64_t last_ms = 0;
+    std::uint64_t refused_ms = 0;   // when it was refused
+    std::uint64_t last_seq = 0;     // recorded_ when its last fragment came
     std::uint32_t total_bytes = 0;  // known once the last fragment came; 0 before
     std::uint32_t seen_bytes = 0;
     std::uint8_t pieces = 0;
@@ -144,6 +157,7 @@ class FragmentTable {
   std::uint32_t held_count_ = 0;
   std::uint32_t held_bytes_ = 0;
   std::uint32_t in_use_ = 0;
+  std::uint64_t recorded_ = 0;  // fragments recorded so far
 };
 
 template <typename GiveUp>
@@ -164,6 +178,7 @@ template <typename Evicted>
 FragmentSeen FragmentTable::record(const FragmentKey& key, const packet::Fragment& f,
                                    std::uint64_t now_ms, std::uint32_t& slot, Evicted&& evicted) {
   const std::uint32_t base = bucket_of(key) * kWays;
+  const std::uint64_t seq = ++recorded_;
   std::uint32_t free_way = kWays;
   std::uint32_t oldest_way = 0;
   for (std::uint32_t w = 0; w < kWays; ++w) {
@@ -174,17 +189,20 @@ FragmentSeen FragmentTable::record(const FragmentKey& key, const packet::Fragmen
     }
     if (d.key == key) {
       slot = base + w;
-      if (now_ms - d.last_ms >= limits_.idle_timeout_ms) {
+      if (d.complete() || (d.refused && now_ms - d.refused_ms >= limits_.held_timeout_ms) ||
+          seq - d.last_seq > limits_.max_distance ||
+          now_ms - d.last_ms >= limits_.idle_timeout_ms) {
         drop_held_of(slot, evicted);
         forget(slot);
         free_way = w;
         break;
       }
       d.last_ms = now_ms;
+      d.last_seq = seq;
       return note_bytes(d, f);
     }
-    // Room is made where a complete datagram was (only duplicates of it can still come), else
-    // where the least recently seen one was.
+    // Room is made where a complete datagram was (it is over), else where the least recently
+    // seen one was.
     const Datagram& oldest = datagrams_[base + oldest_way];
     if (!oldest.complete() && (d.complete() || d.last_ms < oldest.last_ms)) oldest_way = w;
   }
@@ -199,6 +217,7 @@ FragmentSeen FragmentTable::record(const FragmentKey& key, const packet::Fragmen
   d.key = key;
   d.used = true;
   d.last_ms = now_ms;
+  d.last_seq = seq;
   ++in_use_;
   return note_bytes(d, f);
 }

@@ -114,11 +114,14 @@ TEST_F(FragmentTableTest, AFiveFragmentDatagramInReverseOrder) {
   table_.decide(slot, kToBackend);
   EXPECT_EQ(take_held(slot), (std::vector<std::uint64_t>{0x4000, 0x3000, 0x2000, 0x1000}))
       << "in the order they came, not by offset";
-  // Every byte has been seen: any fragment again is a duplicate, the datagram stays decided.
-  for (std::uint32_t i = 0; i < 5; ++i) {
-    EXPECT_EQ(record(key(3), piece(i * 1000, 1000, i != 4)), FragmentSeen::duplicate) << i;
-  }
-  EXPECT_EQ(record(key(3), piece(1000, 3000, true)), FragmentSeen::duplicate);
+  // Every byte has been seen: the datagram is over, and a fragment with its key starts a new one
+  // (the sender reused the identification), whose own repeats are duplicates.
+  EXPECT_EQ(record(key(3), piece(4000, 1000, false)), FragmentSeen::undecided);
+  EXPECT_EQ(slot_, slot) << "in the same place";
+  EXPECT_EQ(table_.held_count(), 0u);
+  EXPECT_EQ(record(key(3), piece(4000, 1000, false)), FragmentSeen::duplicate);
+  EXPECT_EQ(record(key(3), piece(0, 1000, true)), FragmentSeen::undecided)
+      << "the new datagram's first fragment decides it anew";
   EXPECT_FALSE(table_.refused(slot));
 }
 
@@ -162,12 +165,16 @@ TEST_F(FragmentTableTest, ExactDuplicatesAreDuplicatesAndChangeNothing) {
   table_.decide(slot_, kToBackend);
   EXPECT_EQ(record(key(4), piece(0, 1480, true)), FragmentSeen::duplicate);
   EXPECT_EQ(record(key(4), piece(1480, 1480, true)), FragmentSeen::duplicate);
-  EXPECT_EQ(record(key(4), piece(2960, 100, false)), FragmentSeen::decided);
-  EXPECT_EQ(record(key(4), piece(2960, 100, false)), FragmentSeen::duplicate);
-  EXPECT_EQ(record(key(4), piece(2960, 48, true)), FragmentSeen::duplicate)
+  EXPECT_EQ(record(key(4), piece(2960, 48, true)), FragmentSeen::decided);
+  EXPECT_EQ(record(key(4), piece(2960, 48, true)), FragmentSeen::duplicate);
+  EXPECT_EQ(record(key(4), piece(2960, 16, true)), FragmentSeen::duplicate)
       << "bytes within what was seen";
   EXPECT_FALSE(table_.refused(slot_));
   EXPECT_EQ(table_.decision(slot_).address, addr("10.2.0.3"));
+  // The last fragment completes it: the datagram is over, its key's next fragment starts anew.
+  EXPECT_EQ(record(key(4), piece(3008, 100, false)), FragmentSeen::decided);
+  EXPECT_EQ(record(key(4), piece(3008, 100, false)), FragmentSeen::undecided)
+      << "the sender reused the identification";
 }
 
 TEST_F(FragmentTableTest, APartialOverlapRefusesTheWholeDatagram) {
@@ -229,8 +236,8 @@ TEST_F(FragmentTableTest, MorePiecesThanTrackedRefuseTheDatagramButAdjacentOnesM
     ASSERT_EQ(record(key(14), piece(8 * i, 8, i != kCount - 1)), FragmentSeen::undecided) << i;
   }
   EXPECT_FALSE(table_.refused(slot_));
-  EXPECT_EQ(record(key(14), piece(0, 8 * kCount, false)), FragmentSeen::duplicate)
-      << "every byte seen";
+  EXPECT_EQ(record(key(14), piece(0, 8 * kCount, false)), FragmentSeen::undecided)
+      << "every byte seen: the datagram is over, this one is new";
 }
 
 TEST_F(FragmentTableTest, AFullBucketGivesUpItsLeastRecentlySeenDatagram) {
@@ -367,6 +374,52 @@ TEST(FragmentTable, DatagramsMustBeAPowerOfTwoOfAtLeastOneBucket) {
   EXPECT_THROW(FragmentTable({.datagrams = 2}), std::invalid_argument);
   EXPECT_THROW(FragmentTable({.datagrams = 1000}), std::invalid_argument);
   EXPECT_NO_THROW(FragmentTable({.datagrams = 4}));
+}
+
+TEST_F(FragmentTableTest, ARefusalLastsTheHeldTimeoutThenTheKeyStartsAfresh) {
+  use({.idle_timeout_ms = 30000, .held_timeout_ms = 1000});
+  ASSERT_EQ(record(key(1), piece(0, 1480, true), 0), FragmentSeen::undecided);
+  ASSERT_EQ(record(key(1), piece(1400, 1480, true), 100), FragmentSeen::overlap);
+  // Fragments with the key keep it alive, but not its refusal.
+  EXPECT_EQ(record(key(1), piece(2880, 100, false), 600), FragmentSeen::refused);
+  EXPECT_EQ(record(key(1), piece(1480, 1480, true), 1099), FragmentSeen::refused);
+  EXPECT_EQ(record(key(1), piece(1480, 1480, true), 1100), FragmentSeen::undecided)
+      << "a new datagram with the reused identification";
+  EXPECT_FALSE(table_.refused(slot_));
+  EXPECT_EQ(table_.datagrams_in_use(), 1u);
+}
+
+TEST_F(FragmentTableTest, ReusedIdentificationsAtAHighRateAreNewDatagramsNotDuplicates) {
+  // A sender wrapping its 16-bit identification every half second: each datagram completes, and
+  // the next one with its identification is forwarded, not dropped as a repeat.
+  for (std::uint32_t round = 0; round < 3; ++round) {
+    for (std::uint32_t id = 1; id <= 8; ++id) {
+      ASSERT_EQ(record(key(id), piece(0, 1480, true), round * 500), FragmentSeen::undecided)
+          << round << " " << id;
+      table_.decide(slot_, kToBackend);
+      ASSERT_EQ(record(key(id), piece(1480, 528, false), round * 500), FragmentSeen::decided)
+          << round << " " << id;
+    }
+  }
+}
+
+TEST_F(FragmentTableTest, AnIncompleteDatagramIsOverAfterMaxDistanceFragmentsOfOthers) {
+  use({.datagrams = 64, .max_distance = 10});
+  // Id 1's second fragment is lost: its first stays recorded, incomplete.
+  ASSERT_EQ(record(key(1), piece(0, 1480, true), 0), FragmentSeen::undecided);
+  table_.decide(slot_, kToBackend);
+  const std::uint32_t slot = slot_;
+  for (std::uint32_t id = 2; id <= 10; ++id) {  // 9 fragments of others
+    ASSERT_EQ(record(key(id), piece(1480, 100, false), 0), FragmentSeen::undecided);
+  }
+  EXPECT_EQ(record(key(1), piece(0, 1480, true), 0), FragmentSeen::duplicate)
+      << "9 fragments between: still the same datagram";
+  for (std::uint32_t id = 11; id <= 21; ++id) {  // 11 fragments of others
+    ASSERT_EQ(record(key(id), piece(1480, 100, false), 0), FragmentSeen::undecided);
+  }
+  EXPECT_EQ(record(key(1), piece(0, 1480, true), 0), FragmentSeen::undecided)
+      << "the identification came round again: a new datagram";
+  EXPECT_EQ(slot_, slot);
 }
 
 }  // namespace
