@@ -23,7 +23,10 @@
 # UDP datagrams sent as two IPv4 fragments (a first with the UDP header, a second without ports
 # that follows it through the worker's fragment table) and of unfragmented 64-byte datagrams,
 # ferry next to nftables DNAT (conntrack reassembles and fragments again) in the same run, REPEATS
-# times alternated, and writes tests/bench/results/ip-hop.md.
+# times alternated, and writes tests/bench/results/ip-hop.md. Its ICMP row: port-unreachable errors
+# from a backend about 1,000 balanced flows (icmp_errors.py, sent from the backend's side), which
+# ferry turns into errors from the VIP quoting the client's datagram to the VIP, next to conntrack
+# doing the same for the flows' DNAT entries (made by the client's datagrams just before).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../../.." && pwd)"
 build="${1:-$root/build}"
@@ -153,8 +156,11 @@ print(total("ferry_xsk_kernel_drops_total") + total("ferry_xsk_fill_ring_empty_t
       int(sum(s["value"] for s in fams.get("ferry_xsk_checksums_finished_total", [])
               if s["labels"].get("kind") == "partial")))'
 }
-sink_rx() { in_ns "$B" cat /sys/class/net/b0/statistics/rx_packets; }
-client_tx() { in_ns "$C" cat /sys/class/net/c0/statistics/tx_packets; }
+# Where the offered traffic leaves and where it is counted: the client's veth and the sink's, the
+# other way round for the ICMP row (errors from the backend's side to the client).
+gen_ns="$C"; gen_dev=c0; sink_ns="$B"; sink_dev=b0
+sink_rx() { in_ns "$sink_ns" cat "/sys/class/net/$sink_dev/statistics/rx_packets"; }
+client_tx() { in_ns "$gen_ns" cat "/sys/class/net/$gen_dev/statistics/tx_packets"; }
 
 CLIENT_IP=10.10.1.2
 # The UDP checksum field a local stack leaves with transmit checksum offload on (CHECKSUM_PARTIAL):
@@ -172,6 +178,11 @@ partial_csum() {  # src dst udp_length
 # computed per packet), "partial" the constant above.
 traffic() {
   if [ "$3" = frag2008 ]; then fragmented_traffic "$1" "$2"; return; fi
+  if [ "$3" = icmp ]; then
+    python3 "$root/tests/bench/lab/icmp_errors.py" "$g1_mac" "$b0_mac" "$ICMP_BACKEND" "$CLIENT_IP" \
+      "$PORT" "$ICMP_FIRST_SPORT" "$ICMP_FLOWS"
+    return
+  fi
   local dst="$1" dport="$2" size="$3" checksum="$4" fill=$(( $3 - 42 )) csum=""
   [ "$checksum" = partial ] && csum=", csum=$(partial_csum "$CLIENT_IP" "$dst" $(( size - 34 )))"
   echo "{ eth(da=$g0_mac, sa=$c0_mac), ipv4(saddr=$CLIENT_IP, daddr=$dst, ttl=64), udp(sp=dinc(1000, 60000), dp=$dport$csum), fill(0x41, $fill) }"
@@ -187,16 +198,58 @@ fragmented_traffic() {
   echo "{ eth(da=$g0_mac, sa=$c0_mac), ipv4(saddr=$CLIENT_IP, daddr=$dst, ttl=64, id=dinc(1, 65000), frag=185, proto=17), fill(0x41, 528) }"
 }
 
-# The kernel's balance baseline: nftables DNAT over the three backends (conntrack).
+# The kernel's balance baseline: nftables DNAT over the three backends (conntrack). With `icmp`,
+# every flow goes to the one backend whose errors the ICMP row sends, and a counter after the
+# reply's NAT counts the errors that leave translated (from the VIP).
+# The ICMP flows use source ports the other rows never send from (they cycle 1000..60000), so no
+# conntrack entry of theirs, DNATed elsewhere, still lives when the ICMP row opens its own.
+ICMP_BACKEND=10.10.2.2; ICMP_FIRST_SPORT=61000; ICMP_FLOWS=1000
 nat_on() {
+  local target="jhash ip saddr . udp sport mod 3 map { 0 : 10.10.2.2, 1 : 10.10.2.3, 2 : 10.10.2.4 }"
+  [ "${1:-}" = icmp ] && target="$ICMP_BACKEND"
   in_ns "$G" nft -f - <<NFT
 table ip ferrylab {
   chain pre {
     type nat hook prerouting priority dstnat; policy accept;
-    ip daddr $VIP udp dport $PORT dnat to jhash ip saddr . udp sport mod 3 map { 0 : 10.10.2.2, 1 : 10.10.2.3, 2 : 10.10.2.4 }
+    ip daddr $VIP udp dport $PORT dnat to $target
+  }
+  chain post {
+    type filter hook postrouting priority srcnat + 10; policy accept;
+    ip saddr $VIP icmp type destination-unreachable counter
   }
 }
 NFT
+}
+# Errors that left translated so far: ferry's counter, or the kernel baseline's nftables counter.
+icmp_translated() {
+  if [ -n "$ferry_pid" ]; then
+    "$ferryctl" --socket "$work/ferryd.sock" stats --json | python3 -c '
+import json, sys
+fams = {f["name"]: f["samples"] for f in json.load(sys.stdin)["result"]["metrics"]}
+print(int(sum(s["value"] for s in fams.get("ferry_xsk_icmp_translated_total", []))))'
+  else
+    in_ns "$G" nft list chain ip ferrylab post | sed -n 's/.*counter packets \([0-9]*\).*/\1/p'
+  fi
+}
+# ferryd's worker drops by reason, a line "case reason count" each: ferryd starts afresh for every
+# case of IPHOP's rounds, so its totals (warm-up included) are the case's own.
+ferry_drop_reasons() {
+  "$ferryctl" --socket "$work/ferryd.sock" stats --json | python3 -c '
+import collections, json, sys
+fams = {f["name"]: f["samples"] for f in json.load(sys.stdin)["result"]["metrics"]}
+by = collections.Counter()
+for s in fams.get("ferry_xsk_drops_total", []):
+    by[s["labels"].get("reason", "?")] += int(s["value"])
+for reason, n in by.items():
+    if n:
+        print(sys.argv[1], reason, n)' "$1"
+}
+# Before the ICMP row: each of its flows sends a datagram through the gateway, as a client does
+# before a backend can answer it with an error (conntrack needs the flow's entry to translate it).
+icmp_flows_open() {
+  echo "{ eth(da=$g0_mac, sa=$c0_mac), ipv4(saddr=$CLIENT_IP, daddr=$VIP, ttl=64), udp(sp=dinc($ICMP_FIRST_SPORT, $((ICMP_FIRST_SPORT + ICMP_FLOWS - 1))), dp=$PORT), fill(0x41, 22) }" \
+    >"$work/open.cfg"
+  in_ns "$C" trafgen --dev c0 --conf "$work/open.cfg" --cpus 1 -n "$((2 * ICMP_FLOWS))" >/dev/null 2>&1
 }
 
 hz="$(getconf CLK_TCK)"
@@ -216,20 +269,33 @@ measure_one() {  # kind case size checksum dst dport
   if [ "$kind $case" = "kernel balance" ]; then
     in_ns "$G" sysctl -qw net.netfilter.nf_conntrack_checksum=$([ "$checksum" = partial ] && echo 0 || echo 1)
   fi
-  in_ns "$C" trafgen --dev c0 --conf "$work/t.cfg" --cpus 1 -n 20000 >/dev/null 2>&1  # warm-up
+  if [ "$size" = icmp ]; then
+    gen_ns="$B"; gen_dev=b0; sink_ns="$C"; sink_dev=c0
+    icmp_flows_open
+  else
+    gen_ns="$C"; gen_dev=c0; sink_ns="$B"; sink_dev=b0
+  fi
+  in_ns "$gen_ns" trafgen --dev "$gen_dev" --conf "$work/t.cfg" --cpus 1 -n 20000 >/dev/null 2>&1  # warm-up
   sleep 1
+  local tr0 tr1
+  [ "$size" = icmp ] && tr0=$(icmp_translated)
   local rx0 tx0 si0 bu0 t0 rx1 tx1 si1 bu1 t1 fu0 fs0 fu1 fs1 kd0 wd0 kd1 wd1 fp0 fp1
   read -r kd0 wd0 fp0 < <(ferry_losses)
   rx0=$(sink_rx); tx0=$(client_tx); si0=$(softirq_ticks); bu0=$(busy_ticks)
   read -r fu0 fs0 < <(proc_ticks "$ferry_pid"); t0=$(date +%s.%N)
   # The generator at the same priority in every run, so other load cannot starve it either.
-  in_ns "$C" nice -n -15 timeout -s INT "$secs" trafgen --dev c0 --conf "$work/t.cfg" --cpus 1 \
-    >/dev/null 2>&1 || true
+  in_ns "$gen_ns" nice -n -15 timeout -s INT "$secs" trafgen --dev "$gen_dev" --conf "$work/t.cfg" \
+    --cpus 1 >/dev/null 2>&1 || true
   t1=$(date +%s.%N)
   sleep 0.5
   rx1=$(sink_rx); tx1=$(client_tx); si1=$(softirq_ticks); bu1=$(busy_ticks)
   read -r fu1 fs1 < <(proc_ticks "$ferry_pid")
   read -r kd1 wd1 fp1 < <(ferry_losses)
+  [ -n "$iphop_mode" ] && [ -n "$ferry_pid" ] && ferry_drop_reasons "$size" >>"$work/drops.tsv"
+  if [ "$size" = icmp ]; then
+    tr1=$(icmp_translated)
+    printf '%s\t%s\n' "$kind" "$((tr1 - tr0))" >>"$work/translated.tsv"
+  fi
   printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$kind" "$case" "$size" "$checksum" \
     "$((rx1 - rx0))" "$((tx1 - tx0))" "$(awk "BEGIN{print $t1 - $t0}")" "$((si1 - si0))" \
     "$((fu1 - fu0))" "$((fs1 - fs0))" "$((bu1 - bu0))" "$((kd1 - kd0))" "$((wd1 - wd0))" "$((fp1 - fp0))" \
@@ -311,9 +377,12 @@ PY
 fi
 if [ -n "$iphop_mode" ]; then
   checksums=full
+  # The ICMP row's errors are counted where they arrive, at the client's veth.
+  in_ns "$C" bpftool net attach xdpdrv pinned "$bpffs/prog/xdp_sink" dev c0
+  : >"$work/translated.tsv"; : >"$work/drops.tsv"
   for rep in $(seq "$repeats"); do
-    for size in 64 frag2008; do
-      nat_on
+    for size in ${IPHOP_CASES:-64 frag2008 icmp}; do
+      nat_on "$([ "$size" = icmp ] && echo icmp)"
       measure kernel balance "$size" "$VIP" "$PORT"
       in_ns "$G" nft delete table ip ferrylab
       start_ferryd
@@ -322,20 +391,27 @@ if [ -n "$iphop_mode" ]; then
     done
   done
   mkdir -p "$(dirname "$out")"
-  python3 - "$results" "$hz" "$secs" "$load_before" "$repeats" >"$out" <<'PY'
+  python3 - "$results" "$hz" "$secs" "$load_before" "$repeats" "$work/translated.tsv" "$work/drops.tsv" >"$out" <<'PY'
 import os, platform, statistics, sys, time
 rows = [l.rstrip("\n").split("\t") for l in open(sys.argv[1]) if l.strip()]
 hz, secs, load_before, repeats = int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5]
+translated = {}
+for line in open(sys.argv[6]):
+    kind, count = line.split()
+    translated.setdefault(kind, []).append(int(count))
+delivered_icmp = {}
 runs = {}
 for kind, case, size, checksum, delivered, sent, seconds, si, fu, fs, busy, kdrop, wdrop, finished in rows:
     frames, seconds = int(delivered), float(seconds)
+    if size == "icmp":
+        delivered_icmp.setdefault(kind, []).append(frames)
     per_datagram = 2 if size == "frag2008" else 1  # the sink counts fragments
     datagrams = frames / per_datagram
     si, fu, fs = (int(x) / hz for x in (si, fu, fs))
     gw = (si + fu + fs) * 1e9 / datagrams if datagrams else float("nan")
-    runs.setdefault((size, kind), []).append((datagrams / seconds, gw, int(wdrop)))
+    runs.setdefault((size, kind), []).append((datagrams / seconds, gw, int(wdrop), int(kdrop)))
 cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
-print("# Lab benchmark: the IP hop (fragments)")
+print("# Lab benchmark: the IP hop (fragments and ICMP errors)")
 print()
 print(f"`IPHOP=1 tests/bench/lab/run.sh`, {time.strftime('%Y-%m-%d %H:%M %Z')}: {cpu}, "
       f"{os.cpu_count()} CPUs, kernel {platform.release()}, {secs} s per run, {repeats} rounds "
@@ -348,13 +424,38 @@ print("Balance (Maglev over 3 backends) of unfragmented 64-byte datagrams and of
       "nftables DNAT (conntrack's nf_defrag reassembles each datagram, NATs it and fragments it "
       "again). Medians; gateway = softirq + ferryd CPU per delivered datagram.")
 print()
-print("| datagrams | forwarder | delivered datagrams/s | gateway ns/datagram | worker drops | runs (gateway ns) |")
-print("|---|---|---:|---:|---:|---|")
+print("ICMP row (`icmp`): ICMP port-unreachable errors a backend sends about 1,000 balanced flows "
+      "(92-byte frames from the backend's veth, generated by `icmp_errors.py`, quoting the client's "
+      "64-byte datagram as the backend received it), delivered to the client translated: from the "
+      "VIP, quoting the datagram to the VIP. ferry translates each from its service table alone; "
+      "the kernel (every flow DNATed to that backend) from the conntrack entries that one datagram "
+      "per flow from the client made just before each run. Counted at the client's veth.")
+print()
+print("Drops (all rounds, frames): `socket` = frames the kernel dropped at ferry's AF_XDP sockets "
+      "(rx ring full, fill ring empty), `worker` = frames ferry's worker dropped.")
+print()
+print("| datagrams | forwarder | delivered datagrams/s | gateway ns/datagram | socket drops | worker drops | runs (gateway ns) |")
+print("|---|---|---:|---:|---:|---:|---|")
 for key in sorted(runs):
     r = runs[key]
     print(f"| {key[0]} | {key[1]} | {statistics.median(x[0] for x in r):,.0f} | "
-          f"{statistics.median(x[1] for x in r):,.0f} | {sum(x[2] for x in r)} | "
+          f"{statistics.median(x[1] for x in r):,.0f} | {sum(x[3] for x in r):,} | {sum(x[2] for x in r):,} | "
           f"{', '.join(f'{x[1]:,.0f}' for x in r)} |")
+print()
+drops = {}
+for line in open(sys.argv[7]):
+    case, reason, count = line.split()
+    drops.setdefault(case, {}).setdefault(reason, 0)
+    drops[case][reason] += int(count)
+for case, by in sorted(drops.items()):
+    print()
+    print(f"ferry's worker drops in the `{case}` rows, by reason (`ferry_xsk_drops_total`, all rounds): "
+          + ", ".join(f"{reason} {n:,}" for reason, n in sorted(by.items())) + ".")
+for kind, counts in sorted(delivered_icmp.items()):
+    print()
+    print(f"{kind}, ICMP row: {sum(translated.get(kind, [])):,} errors counted translated "
+          f"({'ferry_xsk_icmp_translated_total' if kind == 'ferry' else 'an nftables counter of errors from the VIP after the reply NAT'}) "
+          f"for {sum(counts):,} delivered at the client's veth.")
 print()
 print("| datagrams | ferry / kernel, datagrams/s | ferry / kernel, gateway ns |")
 print("|---|---:|---:|")

@@ -2,8 +2,9 @@
  *  - xdp_redirect: the ceiling. Every IPv4 frame arriving on the gateway's client-side veth gets
  *    the next hop's MACs and leaves through the DEVMAP to the backend-side veth, all inside the
  *    driver's NAPI poll: no AF_XDP, no user space, no copy.
- *  - xdp_sink: the sink's counter point. Drops UDP after the veth counted it in rx_packets (so
- *    the sink's own stack costs nothing); ARP and the rest pass, so next hops still resolve.
+ *  - xdp_sink: the sink's counter point. Drops UDP and ICMP destination unreachable (the ICMP
+ *    row's errors) after the veth counted them in rx_packets (so the sink's own stack costs
+ *    nothing); ARP, pings and the rest pass, so next hops still resolve.
  * The MACs come in as -DDST_MAC=0x..,0x.. -DSRC_MAC=... when the script compiles this file. */
 #include <linux/bpf.h>
 #include <linux/if_ether.h>
@@ -47,7 +48,11 @@ int xdp_sink(struct xdp_md *ctx) {
   if ((void *)(eth + 1) > data_end || eth->h_proto != bpf_htons(ETH_P_IP)) return XDP_PASS;
   struct iphdr *ip = (void *)(eth + 1);
   if ((void *)(ip + 1) > data_end) return XDP_PASS;
-  return ip->protocol == IPPROTO_UDP ? XDP_DROP : XDP_PASS;
+  if (ip->protocol == IPPROTO_UDP) return XDP_DROP;
+  if (ip->protocol != IPPROTO_ICMP || ip->ihl != 5) return XDP_PASS;
+  __u8 *icmp_type = (void *)(ip + 1);  /* linux/icmp.h would pull in the C library's headers */
+  if ((void *)(icmp_type + 1) > data_end) return XDP_PASS;
+  return *icmp_type == 3 /* destination unreachable */ ? XDP_DROP : XDP_PASS;
 }
 
 char LICENSE[] SEC("license") = "GPL";
