@@ -18,7 +18,7 @@ PACKAGES := $(DEMO_PACKAGES) libbenchmark-dev libfuzzer-14-dev \
 	iputils-ping iputils-tracepath prometheus netsniff-ng \
 	debhelper dpkg-dev fakeroot lintian systemd strace man-db python3-matplotlib \
 	dnsmasq-base bind9-dnsutils dnsperf nftables ccache systemd-container nginx-light haproxy \
-	bird2
+	bird2 iperf3 libnginx-mod-stream
 
 .PHONY: all deps demo-deps build build-asan build-fuzz build-tsan test test-unit fuzz demo package clean
 

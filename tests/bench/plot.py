@@ -105,6 +105,23 @@ def plot_proxy(results, out):
     save(fig, out, "proxy-idle-rss.png")
 
 
+def plot_streams(results, out):
+    text = read(results, "streams.md")
+    workers = re.findall(r"^## W = (\d+)$", text, re.M)
+    tables = [(h, rows) for h, rows in md_tables(text) if "shape" in h and "Gbit per CPU s" in h]
+    if not workers or len(tables) != len(workers):
+        raise SystemExit("streams.md: one table per `## W = N` section expected")
+    fig, axes = plt.subplots(1, len(workers), figsize=(5.5 * len(workers), 4), squeeze=False)
+    for ax, w, (header, cells) in zip(axes[0], workers, tables):
+        rows = [dict(zip(header, r)) for r in cells]
+        shapes = list(dict.fromkeys(r["shape"] for r in rows))
+        proxies = list(dict.fromkeys(r["proxy"] for r in rows))
+        values = {(r["shape"], r["proxy"]): number(r["Gbit per CPU s"]) for r in rows}
+        grouped_bars(ax, shapes, proxies, values, "Gbit per proxy CPU second")
+        ax.set_title(f"iperf3 streams, W={w} (higher is better)")
+    save(fig, out, "proxy-streams.png")
+
+
 def plot_xsk_scaling(results, out):
     text = read(results, "xsk-scaling.txt")
     workers, aggregate, per_cpu = [], [], []
@@ -178,7 +195,7 @@ def main():
     results = sys.argv[1] if len(sys.argv) > 1 else os.path.join(ROOT, "tests/bench/results")
     out = sys.argv[2] if len(sys.argv) > 2 else os.path.join(ROOT, "docs/img")
     os.makedirs(out, exist_ok=True)
-    for plot in (plot_proxy, plot_xsk_scaling, plot_lab, plot_large, plot_echo):
+    for plot in (plot_proxy, plot_streams, plot_xsk_scaling, plot_lab, plot_large, plot_echo):
         plot(results, out)
     print("\n".join(sorted(os.path.join(out, f) for f in os.listdir(out) if f.endswith(".png"))))
 

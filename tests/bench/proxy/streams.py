@@ -1,0 +1,165 @@
+#!/usr/bin/env python3
+"""The TCP proxy benchmark's long streams (called by streams.sh): iperf3 through ferryd, HAProxy
+and nginx stream to one iperf3 server on loopback, side by side in one run, each proxy with the
+same worker count. The shapes are iperf3 -P 1 and -P 4 (parallel streams), each direction: `up`
+(the client sends, as an upload or a backup does) and `down` (-R, the server sends, as a
+download or a replication does). The figure is Gbit moved per proxy CPU second: every proxy uses
+its whole CPU on loopback, so the rate alone would compare the machine, not the proxies.
+
+Passes rotate the proxies' order; a second ferryd (--ferryd-b, shown as `ferry-b`) runs beside the
+first for an A/B of two builds in the same run. Writes a Markdown report (--out).
+"""
+import argparse
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import proxy_bench as pb  # noqa: E402  (the proxies, /proc readings and the run's priority)
+
+# (shape, parallel streams, reverse)
+SHAPES = [("up-P1", 1, False), ("up-P4", 4, False), ("down-P1", 1, True), ("down-P4", 4, True)]
+
+
+class FerryB(pb.Ferry):
+    """The second ferryd of an A/B (--ferryd-b), with the same config."""
+
+    name = "ferry-b"
+    binary = None
+
+
+KINDS = dict(pb.KINDS, **{"ferry-b": FerryB})
+
+
+def run_stream(a, port, streams, reverse, pids):
+    """One iperf3 client run through the proxy on `port`: Gbit received and the proxy's CPU."""
+    cmd = ["iperf3", "--client", "127.0.0.1", "--port", str(port), "--parallel", str(streams),
+           "--time", str(a.duration_s), "--json"] + (["--reverse"] if reverse else [])
+    cpu0 = pb.cpu_seconds(pids)
+    busy0, total0, _ = pb.machine_busy()
+    t0 = time.monotonic()
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=a.duration_s + 60)
+    seconds = time.monotonic() - t0
+    busy1, total1, _ = pb.machine_busy()
+    cpu1 = pb.cpu_seconds(pids)
+    result = json.loads(out.stdout)
+    if out.returncode != 0 or "error" in result:
+        raise RuntimeError(f"iperf3 failed: {result.get('error', out.stderr.strip())}")
+    received = result["end"]["sum_received"]
+    gbit = received["bytes"] * 8 / 1e9
+    proxy_cpu = cpu1 - cpu0
+    return {"gbit": gbit, "gbps": gbit / received["seconds"], "proxy_cpu_s": proxy_cpu,
+            "gbit_per_cpu_s": gbit / proxy_cpu if proxy_cpu else 0.0, "seconds": seconds,
+            "machine_busy": (busy1 - busy0) / max(1, total1 - total0),
+            "retransmits": result["end"].get("sum_sent", {}).get("retransmits", 0)}
+
+
+def report(a, results, raw):
+    lines = ["# TCP proxy benchmark: long streams", ""]
+    lines.append(f"`tests/bench/proxy/streams.sh`, {time.strftime('%Y-%m-%d %H:%M %Z')}: "
+                 f"{pb.machine()}, kernel {platform.release()}; {a.duration_s:g} s per run, "
+                 f"{a.repeat} passes (the proxies' order rotated each pass), nice {a.nice}.")
+    lines.append("")
+    lines.append("iperf3 (Debian 3.12) client -> proxy -> iperf3 server, all on loopback; `up`: "
+                 "the client sends, `down` (`-R`): the server sends; `P1`/`P4`: one or four "
+                 "parallel streams. Gbit per proxy CPU second = Gbit the receiver got / "
+                 "(utime + stime of the proxy's processes over the run); medians over the passes "
+                 "(every pass in brackets). Each proxy has the same worker count W (ferry "
+                 "`tcp.workers`, HAProxy `nbthread`, nginx `worker_processes`).")
+    if a.ferryd_b:
+        lines.append("")
+        lines.append(f"`ferry` is {a.ferryd}, `ferry-b` is {a.ferryd_b}.")
+    for w in a.workers:
+        lines += ["", f"## W = {w}", ""]
+        peers = [p for p in a.proxies if p not in ("ferry", "direct")]
+        head = "| shape | proxy | Gbit/s | proxy CPU s | Gbit per CPU s | passes |"
+        if "ferry" in a.proxies and peers:
+            head += " ferry / this |"
+        lines += [head, "|" + "---|" * (head.count("|") - 1)]
+        for shape, _, _ in SHAPES:
+            if shape not in a.shapes:
+                continue
+            ferry = results[w].get(("ferry", shape))
+            for name in a.proxies:
+                r = results[w].get((name, shape))
+                if not r:
+                    continue
+                med = statistics.median(x["gbit_per_cpu_s"] for x in r)
+                passes = " / ".join(f"{x['gbit_per_cpu_s']:.2f}" for x in r)
+                row = (f"| {shape} | {name} | {statistics.median(x['gbps'] for x in r):.2f} | "
+                       f"{statistics.median(x['proxy_cpu_s'] for x in r):.2f} | {med:.2f} | "
+                       f"{passes} |")
+                if "ferry" in a.proxies and peers:
+                    f = statistics.median(x["gbit_per_cpu_s"] for x in ferry) if ferry else 0
+                    row += f" {f / med:.2f} |" if name != "ferry" and med else " |"
+                lines.append(row)
+    lines += ["", "<details><summary>every run</summary>", "", "```"] + raw + ["```", "</details>"]
+    with open(a.out, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    print("\n".join(lines[: -len(raw) - 5]))
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--ferryd", required=True)
+    p.add_argument("--ferryd-b", help="a second ferryd to run beside the first (an A/B)")
+    p.add_argument("--out", required=True)
+    p.add_argument("--proxies", default="ferry haproxy nginx")
+    p.add_argument("--workers", default="1 2")
+    p.add_argument("--shapes", default=" ".join(s for s, _, _ in SHAPES))
+    p.add_argument("--duration-s", type=float, default=5.0)
+    p.add_argument("--repeat", type=int, default=3)
+    p.add_argument("--nice", type=int, default=-15)
+    a = p.parse_args()
+    if a.nice:
+        pb.prioritize(a.nice)
+    a.proxies = a.proxies.split() + (["ferry-b"] if a.ferryd_b else [])
+    a.workers = [int(w) for w in a.workers.split()]
+    a.shapes = a.shapes.split()
+    pb.Ferry.binary = a.ferryd
+    FerryB.binary = a.ferryd_b
+    workdir = tempfile.mkdtemp(prefix="ferry-streams-bench-")
+    os.chmod(workdir, 0o755)
+    server_port = pb.free_port()
+    server = subprocess.Popen(["iperf3", "--server", "--bind", "127.0.0.1", "--port",
+                               str(server_port)], stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)
+    results = {w: {} for w in a.workers}
+    raw = []
+    try:
+        for rep in range(a.repeat):
+            for w in a.workers:
+                order = a.proxies[rep % len(a.proxies):] + a.proxies[:rep % len(a.proxies)]
+                for name in order:
+                    proxy = KINDS[name](workdir, w, server_port, 1024, 4096)
+                    try:
+                        port = proxy.start()
+                        for shape, streams, reverse in SHAPES:
+                            if shape not in a.shapes:
+                                continue
+                            r = run_stream(a, port, streams, reverse, proxy.pids())
+                            results[w].setdefault((name, shape), []).append(r)
+                            text = (f"pass {rep + 1} W={w} {name:<8} {shape:<8} "
+                                    f"{r['gbps']:6.2f} Gbit/s  proxy {r['proxy_cpu_s']:5.2f} s  "
+                                    f"{r['gbit_per_cpu_s']:6.2f} Gbit/CPU-s  "
+                                    f"busy {r['machine_busy']:.0%}  retransmits {r['retransmits']}")
+                            raw.append(text)
+                            print("  " + text, flush=True)
+                    finally:
+                        proxy.stop()
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+        shutil.rmtree(workdir, ignore_errors=True)
+    report(a, results, raw)
+
+
+if __name__ == "__main__":
+    main()
