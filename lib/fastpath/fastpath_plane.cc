@@ -38,10 +38,16 @@ void raise_tx_budget(const xsk::XskSocket& socket, std::uint32_t tx_entries) {
 }
 constexpr auto kStaleRefreshPeriod = std::chrono::seconds(30);
 
+// `previous`: the tables these replace (null at start), whose unchanged Maglev tables are kept;
+// `check_only`: the tables are only checked (no Maglev table filled).
 std::shared_ptr<const ConfigTables> build_config_tables(const config::Config& config,
                                                         const FastpathLayout& layout,
-                                                        const FastpathHooks& hooks) {
+                                                        const FastpathHooks& hooks,
+                                                        const ConfigTables* previous = nullptr,
+                                                        bool check_only = false) {
   packet::ServiceTableOptions options;
+  if (previous != nullptr) options.previous = &previous->services;
+  options.check_only = check_only;
   if (hooks.backend_up) {
     options.backend_up = [&hooks](const config::ServiceConfig& s, const net::Endpoint& b) {
       return hooks.backend_up(s.name, b);
@@ -109,7 +115,7 @@ void FastpathPlane::check_tables(const config::Config& config) {
     port.ifname = iface.name;
     names.ports.push_back(std::move(port));
   }
-  build_config_tables(config, names, {});
+  build_config_tables(config, names, {}, nullptr, true);
 }
 
 FastpathPlane::FastpathPlane(boost::asio::io_context& io, metrics::Registry& registry,
@@ -366,7 +372,7 @@ bool FastpathPlane::serves_layout_of(const config::XdpConfig& xdp) const {
 }
 
 void FastpathPlane::apply(const config::Config& config) {
-  auto tables = build_config_tables(config, layout_, hooks_);
+  auto tables = build_config_tables(config, layout_, hooks_, config_tables_.get());
   config_ = config;
   config_tables_ = tables;
   publish(std::move(tables), watch_->tables());
@@ -374,7 +380,7 @@ void FastpathPlane::apply(const config::Config& config) {
 
 void FastpathPlane::refresh_backends() {
   // The running config built once already, so only the hook's answers differ.
-  auto tables = build_config_tables(config_, layout_, hooks_);
+  auto tables = build_config_tables(config_, layout_, hooks_, config_tables_.get());
   config_tables_ = tables;
   publish(std::move(tables), watch_->tables());
 }

@@ -29,7 +29,8 @@ bool is_prime(std::uint32_t n) {
   return true;
 }
 
-MaglevTable MaglevTable::build(std::span<const MaglevBackend> backends, std::uint32_t size) {
+std::vector<MaglevTable::Input> MaglevTable::inputs_of(std::span<const MaglevBackend> backends,
+                                                       std::uint32_t size) {
   if (!is_prime(size)) {
     throw std::invalid_argument("maglev table size " + std::to_string(size) + " is not prime");
   }
@@ -41,58 +42,85 @@ MaglevTable MaglevTable::build(std::span<const MaglevBackend> backends, std::uin
                                 " is smaller than the backend count " +
                                 std::to_string(backends.size()));
   }
-  std::vector<MaglevBackend> ordered;
+  std::vector<Input> ordered;
   for (const MaglevBackend& b : backends) {
-    if (b.weight > 0) ordered.push_back(b);
+    if (b.weight > 0) ordered.push_back({std::string(b.name), b.index, b.weight});
   }
-  MaglevTable table;
-  table.backend_count_ = static_cast<std::uint32_t>(ordered.size());
-  if (ordered.empty()) return table;
-
   std::sort(ordered.begin(), ordered.end(),
-            [](const MaglevBackend& a, const MaglevBackend& b) { return a.name < b.name; });
+            [](const Input& a, const Input& b) { return a.name < b.name; });
   for (std::size_t i = 0; i < ordered.size(); ++i) {
     if (ordered[i].index == kNoBackend) {
       throw std::invalid_argument("maglev: backend index 65535 is reserved for \"no backend\"");
     }
     if (i > 0 && ordered[i].name == ordered[i - 1].name) {
-      throw std::invalid_argument("maglev: backend " + std::string(ordered[i].name) +
-                                  " listed twice");
+      throw std::invalid_argument("maglev: backend " + ordered[i].name + " listed twice");
     }
   }
+  return ordered;
+}
 
-  // Backend i prefers slots offset, offset+skip, offset+2*skip, ... (mod size); with size prime
-  // and 1 <= skip < size that sequence visits every slot, so the fill always terminates.
-  std::size_t n = ordered.size();
-  std::vector<std::uint32_t> next(n), skip(n);
-  std::uint32_t max_weight = 0;
-  for (std::size_t i = 0; i < n; ++i) {
-    next[i] = static_cast<std::uint32_t>(hash_name(ordered[i].name, kOffsetSeed) % size);
-    skip[i] = static_cast<std::uint32_t>(hash_name(ordered[i].name, kSkipSeed) % (size - 1) + 1);
-    max_weight = std::max(max_weight, ordered[i].weight);
+MaglevTable MaglevTable::build(std::span<const MaglevBackend> backends, std::uint32_t size) {
+  return fill(inputs_of(backends, size), size);
+}
+
+void MaglevTable::check(std::span<const MaglevBackend> backends, std::uint32_t size) {
+  inputs_of(backends, size);
+}
+
+MaglevTable MaglevTable::build(std::span<const MaglevBackend> backends, std::uint32_t size,
+                               const MaglevTable& previous) {
+  std::vector<Input> inputs = inputs_of(backends, size);
+  if (previous.built_ && previous.built_->size == size && previous.built_->inputs == inputs) {
+    return previous;
   }
-  // A backend takes its turn in a round once its credit reaches max_weight (see maglev.hh); with
-  // equal weights every backend takes every round, the unweighted fill.
-  std::vector<std::uint64_t> credit(n, 0);
-  table.slots_.assign(size, kNoBackend);
-  std::uint32_t filled = 0;
-  while (true) {
+  return fill(std::move(inputs), size);
+}
+
+MaglevTable MaglevTable::fill(std::vector<Input> ordered, std::uint32_t size) {
+  auto built = std::make_shared<Built>();
+  built->size = size;
+  built->backend_count = static_cast<std::uint32_t>(ordered.size());
+  if (!ordered.empty()) {
+    // Backend i prefers slots offset, offset+skip, offset+2*skip, ... (mod size); with size
+    // prime and 1 <= skip < size that sequence visits every slot, so the fill always terminates.
+    std::size_t n = ordered.size();
+    std::vector<std::uint32_t> next(n), skip(n);
+    std::uint32_t max_weight = 0;
     for (std::size_t i = 0; i < n; ++i) {
-      credit[i] += ordered[i].weight;
-      if (credit[i] < max_weight) continue;
-      credit[i] -= max_weight;
-      std::uint32_t c = next[i];
-      while (table.slots_[c] != kNoBackend) {
+      next[i] = static_cast<std::uint32_t>(hash_name(ordered[i].name, kOffsetSeed) % size);
+      skip[i] = static_cast<std::uint32_t>(hash_name(ordered[i].name, kSkipSeed) % (size - 1) + 1);
+      max_weight = std::max(max_weight, ordered[i].weight);
+    }
+    // A backend takes its turn in a round once its credit reaches max_weight (see maglev.hh);
+    // with equal weights every backend takes every round, the unweighted fill.
+    std::vector<std::uint64_t> credit(n, 0);
+    std::vector<std::uint16_t>& slots = built->slots;
+    slots.assign(size, kNoBackend);
+    std::uint32_t filled = 0;
+    while (filled < size) {
+      for (std::size_t i = 0; i < n && filled < size; ++i) {
+        credit[i] += ordered[i].weight;
+        if (credit[i] < max_weight) continue;
+        credit[i] -= max_weight;
+        std::uint32_t c = next[i];
+        while (slots[c] != kNoBackend) {
+          c += skip[i];
+          if (c >= size) c -= size;
+        }
+        slots[c] = ordered[i].index;
         c += skip[i];
         if (c >= size) c -= size;
+        next[i] = c;
+        ++filled;
       }
-      table.slots_[c] = ordered[i].index;
-      c += skip[i];
-      if (c >= size) c -= size;
-      next[i] = c;
-      if (++filled == size) return table;
     }
   }
+  built->inputs = std::move(ordered);
+  MaglevTable table;
+  table.slots_ = built->slots.data();
+  table.size_ = static_cast<std::uint32_t>(built->slots.size());
+  table.built_ = std::move(built);
+  return table;
 }
 
 }  // namespace ferry::packet

@@ -2,6 +2,8 @@
 #include "lib/packet/service_table.hh"
 
 #include <stdexcept>
+#include <string_view>
+#include <unordered_map>
 
 namespace ferry::packet {
 
@@ -26,6 +28,11 @@ ServiceTable ServiceTableBuilder::build(std::span<const config::ServiceConfig> c
   }
   ServiceTable table;
   table.flow_hash_seed_ = options.flow_hash_seed;
+  std::unordered_map<std::string_view, const MaglevTable*> previous;
+  if (options.previous != nullptr) {
+    for (const Service& s : options.previous->services_) previous.emplace(s.name, &s.maglev);
+  }
+  const MaglevTable none;
   for (const config::ServiceConfig& c : configs) {
     if (!c.protocols.udp) continue;
     if (c.mode != config::ServiceMode::proxy && c.mode != config::ServiceMode::reflect) continue;
@@ -65,7 +72,13 @@ ServiceTable ServiceTableBuilder::build(std::span<const config::ServiceConfig> c
         in_table.push_back({names[i], static_cast<std::uint16_t>(i), s.backend_weight[i]});
       }
     }
-    s.maglev = MaglevTable::build(in_table, options.maglev_size);
+    if (options.check_only) {
+      MaglevTable::check(in_table, options.maglev_size);
+    } else {
+      auto before = previous.find(c.name);
+      s.maglev = MaglevTable::build(in_table, options.maglev_size,
+                                    before == previous.end() ? none : *before->second);
+    }
 
     if (!table.by_vip_.insert(key_of(s.vip, s.port, s.protocol), {s.id, 0})) {
       throw std::invalid_argument("service " + c.name + ": udp " +

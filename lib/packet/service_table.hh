@@ -97,6 +97,13 @@ struct ServiceTableOptions {
   std::function<bool(const config::ServiceConfig&, const net::Endpoint&)> backend_up;
   // Announcing: when the service's flows were last reset (Service::flows_reset_ms), if ever.
   std::function<std::optional<std::uint32_t>(const config::ServiceConfig&)> flows_reset_ms;
+  // The table this one replaces, if any: a service of the same name whose backends, weights and
+  // health in the table did not change keeps its Maglev table (shared, not filled again), so a
+  // reload or a backend change costs what it changed, not the whole config.
+  const ServiceTable* previous = nullptr;
+  // Only check that the table can be built (a reload's check before it changes anything): every
+  // error is thrown as when building, but no Maglev table is filled.
+  bool check_only = false;
 };
 
 // Takes the services that have "udp" in protocols and mode proxy or reflect (TCP and echo belong to

@@ -21,7 +21,8 @@ std::uint64_t client_hash(const net::IpAddress& client) {
   return mum(h ^ static_cast<std::uint64_t>(client.family) ^ kP2, kP3);
 }
 
-BackendPool::BackendPool(std::vector<Backend> backends, config::BalancePolicy policy)
+BackendPool::BackendPool(std::vector<Backend> backends, config::BalancePolicy policy,
+                         const BackendPool* previous)
     : backends_(std::move(backends)), policy_(policy) {
   if (backends_.empty() || backends_.size() > 65535) {
     throw std::invalid_argument("a proxy service needs 1..65535 backends");
@@ -31,7 +32,9 @@ BackendPool::BackendPool(std::vector<Backend> backends, config::BalancePolicy po
     for (std::size_t i = 0; i < backends_.size(); ++i) {
       entries.push_back({backends_[i].name, static_cast<std::uint16_t>(i), backends_[i].weight});
     }
-    table_ = packet::MaglevTable::build(entries);
+    table_ =
+        packet::MaglevTable::build(entries, packet::MaglevTable::kDefaultSize,
+                                   previous != nullptr ? previous->table_ : packet::MaglevTable{});
   }
   if (policy_ == config::BalancePolicy::round_robin) {
     std::vector<std::uint32_t> weights;

@@ -51,8 +51,10 @@ std::uint64_t client_hash(const net::IpAddress& client);
 class BackendPool {
  public:
   // `backends` non-empty, at most 65535. Builds the Maglev table (maglev) or the smooth weighted
-  // round robin sequence (round_robin).
-  BackendPool(std::vector<Backend> backends, config::BalancePolicy policy);
+  // round robin sequence (round_robin); a `previous` pool (the one this replaces on a reload)
+  // whose Maglev table was built from the same backends and weights lends it instead.
+  BackendPool(std::vector<Backend> backends, config::BalancePolicy policy,
+              const BackendPool* previous = nullptr);
   BackendPool(const BackendPool&) = delete;
   BackendPool& operator=(const BackendPool&) = delete;
 

@@ -66,7 +66,9 @@ std::shared_ptr<const Generation> ProxyService::build(const config::ServiceConfi
     backends.push_back(std::move(b));
   }
   auto generation = std::make_shared<Generation>();
-  generation->pool = std::make_shared<BackendPool>(std::move(backends), service.balance);
+  // The generation being replaced (control thread: the only writer of generation_).
+  const BackendPool* previous = generation_ ? generation_->pool.get() : nullptr;
+  generation->pool = std::make_shared<BackendPool>(std::move(backends), service.balance, previous);
   generation->settings = ProxySettings::from(proxy, service);
   stats_ = std::move(stats);
   return generation;

@@ -337,5 +337,56 @@ TEST(FlowHash, SameTupleSameHashDifferentSeedDifferentHash) {
   EXPECT_NE(flow_hash(a, 1), flow_hash(b, 1));
 }
 
+TEST(MaglevReuse, ThePreviousTableIsSharedWhenItsBackendsWeightsAndSizeAreTheSame) {
+  const std::vector<std::string> names = backend_names(4);
+  std::vector<MaglevBackend> in;
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    in.push_back({names[i], static_cast<std::uint16_t>(i), static_cast<std::uint32_t>(i + 1)});
+  }
+  const MaglevTable first = MaglevTable::build(in, 251);
+  std::vector<MaglevBackend> reordered(in.rbegin(), in.rend());
+  const MaglevTable same = MaglevTable::build(reordered, 251, first);
+  EXPECT_TRUE(same.shares_slots_with(first)) << "the order of the list does not matter";
+  EXPECT_EQ(same.slots().data(), first.slots().data());
+
+  auto fresh_equal = [&](const std::vector<MaglevBackend>& b, std::uint32_t size) {
+    const MaglevTable t = MaglevTable::build(b, size, first);
+    EXPECT_FALSE(t.shares_slots_with(first));
+    const MaglevTable fresh = MaglevTable::build(b, size);
+    EXPECT_TRUE(
+        std::equal(t.slots().begin(), t.slots().end(), fresh.slots().begin(), fresh.slots().end()));
+  };
+  std::vector<MaglevBackend> weight = in;
+  weight[2].weight = 7;
+  fresh_equal(weight, 251);
+  std::vector<MaglevBackend> fewer(in.begin(), in.end() - 1);
+  fresh_equal(fewer, 251);
+  std::vector<MaglevBackend> index = in;
+  std::swap(index[0].index, index[1].index);
+  fresh_equal(index, 251);
+  fresh_equal(in, 257);
+  // A backend of weight 0 is not in the table: adding one changes nothing the table holds.
+  std::vector<MaglevBackend> zero = in;
+  zero.push_back({"10.0.9.9:53", 9, 0});
+  EXPECT_TRUE(MaglevTable::build(zero, 251, first).shares_slots_with(first));
+}
+
+TEST(MaglevReuse, CopiesShareAndAMovedFromTableIsEmpty) {
+  const std::vector<std::string> names = backend_names(3);
+  std::vector<MaglevBackend> in;
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    in.push_back({names[i], static_cast<std::uint16_t>(i)});
+  }
+  MaglevTable a = MaglevTable::build(in, 251);
+  const MaglevTable copy = a;
+  EXPECT_TRUE(copy.shares_slots_with(a));
+  EXPECT_EQ(copy.lookup(12345ull << 40), a.lookup(12345ull << 40));
+  MaglevTable moved = std::move(a);
+  EXPECT_TRUE(moved.shares_slots_with(copy));
+  EXPECT_TRUE(a.empty());  // NOLINT(bugprone-use-after-move): what a moved-from table is
+  EXPECT_EQ(a.lookup(1), MaglevTable::kNoBackend);
+  EXPECT_EQ(moved.backend_count(), 3u);
+}
+
 }  // namespace
 }  // namespace ferry::packet

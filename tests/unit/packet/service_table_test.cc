@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <map>
 #include <random>
@@ -147,6 +148,54 @@ TEST(ServiceTable, WeightsReachMaglevAndWeightZeroKeepsItsReplies) {
   ServiceMatch m = t.match(udp("10.0.1.3", 53, "192.0.2.1", 40000));
   EXPECT_EQ(m.kind, MatchKind::from_backend);
   EXPECT_EQ(m.backend, 1u);
+}
+
+TEST(ServiceTable, AServiceWhoseBackendsDidNotChangeKeepsItsMaglevTable) {
+  std::vector<config::ServiceConfig> configs{
+      service("a", "10.0.0.10", 53, {"10.0.1.2:53", "10.0.1.3:53"}),
+      service("b", "10.0.0.11", 53, {"10.0.2.2:53", "10.0.2.3:53"}),
+      service("c", "10.0.0.12", 53, {"10.0.3.2:53", "10.0.3.3:53"})};
+  const ServiceTable before = build_service_table(configs, maglev_size(251));
+  // One backend more for a, one down in c, nothing for b.
+  configs[0].backends.push_back(*net::Endpoint::parse("10.0.1.4:53"));
+  ServiceTableOptions options = maglev_size(251);
+  options.previous = &before;
+  options.backend_up = [](const config::ServiceConfig&, const net::Endpoint& b) {
+    return b.to_string() != "10.0.3.3:53";
+  };
+  const ServiceTable after = build_service_table(configs, options);
+  EXPECT_FALSE(after.services()[0].maglev.shares_slots_with(before.services()[0].maglev));
+  EXPECT_TRUE(after.services()[1].maglev.shares_slots_with(before.services()[1].maglev));
+  EXPECT_FALSE(after.services()[2].maglev.shares_slots_with(before.services()[2].maglev));
+  EXPECT_EQ(after.services()[2].maglev.backend_count(), 1u);
+  // Matched by name: a service renamed is built afresh, and the tables equal fresh ones.
+  configs[1].name = "b2";
+  options.previous = &after;
+  const ServiceTable renamed = build_service_table(configs, options);
+  EXPECT_FALSE(renamed.services()[1].maglev.shares_slots_with(after.services()[1].maglev));
+  options.previous = nullptr;
+  const ServiceTable fresh = build_service_table(configs, options);
+  for (std::size_t i = 0; i < 3; ++i) {
+    const auto x = renamed.services()[i].maglev.slots();
+    const auto y = fresh.services()[i].maglev.slots();
+    EXPECT_TRUE(std::equal(x.begin(), x.end(), y.begin(), y.end())) << i;
+  }
+}
+
+TEST(ServiceTable, ACheckOnlyBuildThrowsTheSameErrorsButFillsNoTable) {
+  std::vector<config::ServiceConfig> configs{
+      service("a", "10.0.0.10", 53, {"10.0.1.2:53", "10.0.1.3:53"})};
+  ServiceTableOptions options = maglev_size(251);
+  options.check_only = true;
+  const ServiceTable checked = build_service_table(configs, options);
+  ASSERT_EQ(checked.services().size(), 1u);
+  EXPECT_TRUE(checked.services()[0].maglev.empty());
+  options.maglev_size = 250;
+  EXPECT_THROW(build_service_table(configs, options), std::invalid_argument);
+  options.maglev_size = 251;
+  configs[0].backends.push_back(*net::Endpoint::parse("10.0.1.2:53"));
+  EXPECT_THROW(build_service_table(configs, options), std::invalid_argument)
+      << "a backend listed twice";
 }
 
 TEST(ServiceTable, AServiceWithoutWeightsWeighsOneEach) {
