@@ -40,6 +40,11 @@ struct Protocols {
 struct TcpControlConfig {
   std::optional<net::Endpoint> listen;    // null: TCP control off (the default)
   std::optional<std::string> token_file;  // required when listen is set
+  // Connections that have not sent their token yet: a pool of their own, a budget per source
+  // address within it, and a deadline for the auth line (docs/control-protocol.md).
+  std::uint32_t max_unauthenticated = 64;            // 1..65535, below max_connections - reserve
+  std::uint32_t max_unauthenticated_per_source = 8;  // 1..max_unauthenticated
+  std::uint32_t auth_timeout_ms = 3000;              // 100..60000
   bool operator==(const TcpControlConfig&) const = default;
 };
 
@@ -47,12 +52,19 @@ struct ControlConfig {
   std::string socket = "/run/ferry/ferryd.sock";
   mode_t mode = 0660;
   std::optional<std::string> group = "ferry";  // null: keep the daemon's primary group
+  // Connection budgets (docs/control-protocol.md, "Connection budgets").
+  std::uint32_t max_connections = 1024;           // 16..65536, Unix and TCP together
+  std::uint32_t admin_reserved_connections = 64;  // 1..max_connections - 1, admin peers only
+  std::uint32_t max_connections_per_uid = 32;     // 1..max_connections, each non-admin uid
   TcpControlConfig tcp;
   bool operator==(const ControlConfig&) const = default;
 };
 
 struct MetricsConfig {
   std::optional<net::Endpoint> listen = net::Endpoint::parse("127.0.0.1:9469");  // null: off
+  std::uint32_t max_connections = 256;                                           // 1..65536
+  std::uint32_t max_connections_per_source = 8;  // 1..max_connections, per client address
+  std::uint32_t request_timeout_ms = 3000;       // 100..60000, for each request head
   bool operator==(const MetricsConfig&) const = default;
 };
 

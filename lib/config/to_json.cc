@@ -24,9 +24,22 @@ json control_json(const ControlConfig& c) {
   return {{"socket", c.socket},
           {"mode", fmt::format("{:04o}", static_cast<unsigned>(c.mode))},
           {"group", c.group ? json(*c.group) : json(nullptr)},
+          {"max_connections", c.max_connections},
+          {"admin_reserved_connections", c.admin_reserved_connections},
+          {"max_connections_per_uid", c.max_connections_per_uid},
           {"tcp",
            {{"listen", endpoint_or_null(c.tcp.listen)},
-            {"token_file", c.tcp.token_file ? json(*c.tcp.token_file) : json(nullptr)}}}};
+            {"token_file", c.tcp.token_file ? json(*c.tcp.token_file) : json(nullptr)},
+            {"max_unauthenticated", c.tcp.max_unauthenticated},
+            {"max_unauthenticated_per_source", c.tcp.max_unauthenticated_per_source},
+            {"auth_timeout_ms", c.tcp.auth_timeout_ms}}}};
+}
+
+json metrics_json(const MetricsConfig& m) {
+  return {{"listen", endpoint_or_null(m.listen)},
+          {"max_connections", m.max_connections},
+          {"max_connections_per_source", m.max_connections_per_source},
+          {"request_timeout_ms", m.request_timeout_ms}};
 }
 
 json xdp_json(const XdpConfig& x) {
@@ -164,7 +177,7 @@ nlohmann::json to_json(const Config& config) {
                       {"protocols", protocols_json(r.protocols)}});
   }
   return {{"control", control_json(config.control)},
-          {"metrics", {{"listen", endpoint_or_null(config.metrics.listen)}}},
+          {"metrics", metrics_json(config.metrics)},
           {"log", {{"level", config.log.level}}},
           {"xdp", xdp_json(config.xdp)},
           {"tcp", tcp_json(config.tcp)},

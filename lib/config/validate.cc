@@ -47,7 +47,9 @@ class Validator : public SchemaReader {
 
  private:
   void read_control(const JsonValue& v, const std::string& path, ControlConfig& out) const {
-    ObjectReader o(*this, v, path, {"socket", "mode", "group", "tcp"});
+    ObjectReader o(*this, v, path,
+                   {"socket", "mode", "group", "max_connections", "admin_reserved_connections",
+                    "max_connections_per_uid", "tcp"});
     if (auto* s = o.get("socket")) {
       out.socket = read_absolute_path(*s, o.path_of("socket"));
       constexpr std::size_t kMaxSocketPath = sizeof(sockaddr_un::sun_path) - 1;
@@ -73,8 +75,14 @@ class Validator : public SchemaReader {
         out.group = name;
       }
     }
+    read_u32_key(o, "max_connections", 16, 65536, out.max_connections);
+    read_u32_key(o, "admin_reserved_connections", 1, 65535, out.admin_reserved_connections);
+    read_u32_key(o, "max_connections_per_uid", 1, 65536, out.max_connections_per_uid);
+    const JsonValue* unauthenticated = nullptr;
     if (auto* t = o.get("tcp")) {
-      ObjectReader tcp(*this, *t, o.path_of("tcp"), {"listen", "token_file"});
+      ObjectReader tcp(*this, *t, o.path_of("tcp"),
+                       {"listen", "token_file", "max_unauthenticated",
+                        "max_unauthenticated_per_source", "auth_timeout_ms"});
       if (auto* l = tcp.get("listen"))
         out.tcp.listen = read_optional_endpoint(*l, tcp.path_of("listen"));
       if (auto* f = tcp.get("token_file"); f && f->kind != Kind::null) {
@@ -85,7 +93,54 @@ class Validator : public SchemaReader {
         fail(t->position, tcp.path(),
              "'token_file' is required when 'listen' is set (TCP clients authenticate with it)");
       }
+      unauthenticated =
+          read_u32_key(tcp, "max_unauthenticated", 1, 65535, out.tcp.max_unauthenticated);
+      read_u32_key(tcp, "max_unauthenticated_per_source", 1, 65535,
+                   out.tcp.max_unauthenticated_per_source);
+      read_u32_key(tcp, "auth_timeout_ms", 100, 60000, out.tcp.auth_timeout_ms);
+      check_at_most(tcp, "max_unauthenticated_per_source", out.tcp.max_unauthenticated_per_source,
+                    "max_unauthenticated", out.tcp.max_unauthenticated);
     }
+    check_control_shares(o, unauthenticated, out);
+  }
+
+  // Reads an optional integer key into `out`; returns its value node (nullptr when absent).
+  const JsonValue* read_u32_key(const ObjectReader& o, std::string_view key, std::int64_t lo,
+                                std::int64_t hi, std::uint32_t& out) const {
+    const JsonValue* n = o.get(key);
+    if (n) out = read_u32(*n, o.path_of(key), lo, hi);
+    return n;
+  }
+
+  // `key` (a share of `whole`) may not exceed it; the error points at whichever was written.
+  void check_at_most(const ObjectReader& o, std::string_view key, std::uint32_t value,
+                     std::string_view whole, std::uint32_t whole_value) const {
+    if (value <= whole_value) return;
+    if (const JsonValue* at = o.get(key)) {
+      fail(at->position, o.path_of(key),
+           fmt::format("{} is more than {} ({})", value, whole, whole_value));
+    }
+    const JsonValue* at = o.get(whole);
+    fail(
+        at ? at->position : o.value().position, o.path_of(whole),
+        fmt::format("{} is less than {} ({}, its default); set that too", whole_value, key, value));
+  }
+
+  // The admin reserve and (with TCP control on) the unauthenticated pool come out of
+  // max_connections; local non-admin peers share the rest, which must not be empty.
+  void check_control_shares(const ObjectReader& o, const JsonValue* unauthenticated,
+                            const ControlConfig& c) const {
+    std::uint64_t pool = c.tcp.listen ? c.tcp.max_unauthenticated : 0;
+    if (c.admin_reserved_connections + pool < c.max_connections) return;
+    const JsonValue* at = o.get("max_connections");
+    if (!at) at = o.get("admin_reserved_connections");
+    if (!at && c.tcp.listen) at = unauthenticated;
+    fail(at ? at->position : o.value().position, o.path(),
+         fmt::format("admin_reserved_connections {}{} leaves no connection of max_connections {} "
+                     "to the other local peers; raise max_connections or lower the reserve",
+                     c.admin_reserved_connections,
+                     c.tcp.listen ? fmt::format(" + tcp.max_unauthenticated {}", pool) : "",
+                     c.max_connections));
   }
 
   mode_t read_file_mode(const JsonValue& v, const std::string& path) const {
@@ -108,8 +163,15 @@ class Validator : public SchemaReader {
   }
 
   void read_metrics(const JsonValue& v, const std::string& path, MetricsConfig& out) const {
-    ObjectReader o(*this, v, path, {"listen"});
+    ObjectReader o(
+        *this, v, path,
+        {"listen", "max_connections", "max_connections_per_source", "request_timeout_ms"});
     if (auto* l = o.get("listen")) out.listen = read_optional_endpoint(*l, o.path_of("listen"));
+    read_u32_key(o, "max_connections", 1, 65536, out.max_connections);
+    read_u32_key(o, "max_connections_per_source", 1, 65536, out.max_connections_per_source);
+    read_u32_key(o, "request_timeout_ms", 100, 60000, out.request_timeout_ms);
+    check_at_most(o, "max_connections_per_source", out.max_connections_per_source,
+                  "max_connections", out.max_connections);
   }
 
   void read_log(const JsonValue& v, const std::string& path, LogConfig& out) const {

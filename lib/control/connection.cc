@@ -121,7 +121,7 @@ void Connection::handle_line(std::string_view line) {
     return;
   }
   if (awaiting_auth_) {
-    if (host->authenticate(line, source_)) {
+    if (host->authenticate(line, *this)) {
       awaiting_auth_ = false;
       peer_.tcp = true;
       queue_response(encode_result(nullptr, {{"authenticated", true}}));
@@ -227,8 +227,8 @@ void Connection::on_idle_timer(const boost::system::error_code& error) {
     log::info("control: {}: closing a client that stopped reading its responses", source_);
     if (auto host = host_.lock()) host->slow_reader(*this);
   } else if (awaiting_auth_) {
-    log::info("control: {}: no auth line within {} ms; closing", source_,
-              std::chrono::duration_cast<std::chrono::milliseconds>(current_timeout()).count());
+    // The host logs it, rate-limited: a flood of silent connections must not flood the journal.
+    if (auto host = host_.lock()) host->auth_timed_out(*this);
   } else {
     log::debug("control: {}: idle for {} ms; closing", source_, limits_.idle_timeout.count());
   }

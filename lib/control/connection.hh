@@ -24,8 +24,8 @@ struct ConnectionLimits {
   // Past this much queued output (beyond a single response) the client is not reading: close.
   std::size_t max_pending_output_bytes = 1 << 20;
   std::chrono::milliseconds idle_timeout = std::chrono::minutes(5);
-  // A TCP client has this long to send its auth line.
-  std::chrono::milliseconds auth_timeout = std::chrono::seconds(10);
+  // A TCP client has this long to send its auth line (control.tcp.auth_timeout_ms).
+  std::chrono::milliseconds auth_timeout = std::chrono::seconds(3);
 };
 
 // The server as its connections see it. Connections hold it weakly: once the server is gone,
@@ -34,8 +34,11 @@ class ConnectionHost {
  public:
   // Dispatches one request line and counts the outcome; returns the response line.
   virtual std::string handle_request(std::string_view line, const Peer& peer) = 0;
-  // Checks a TCP connection's first line; counts and rate-limits failures per source.
-  virtual bool authenticate(std::string_view line, const std::string& source) = 0;
+  // Checks a TCP connection's first line; counts and rate-limits failures per source. On success
+  // the connection is an admin peer's from now on.
+  virtual bool authenticate(std::string_view line, const Connection& connection) = 0;
+  // A TCP connection that sent no auth line in time; it closes next.
+  virtual void auth_timed_out(const Connection& connection) = 0;
   virtual void request_too_large(const Connection& connection) = 0;
   virtual void slow_reader(const Connection& connection) = 0;
   // Called once, before the socket closes, whatever the reason.

@@ -52,14 +52,19 @@ void ControlCounters::collect(metrics::SnapshotBuilder& builder) const {
 
   const std::string rejected = "ferry_control_rejected_connections_total";
   const std::string rejected_help =
-      "Control connections refused or closed by the server: over the connection limit, a client "
-      "not reading its responses, or a failed TCP authentication.";
-  builder.counter(rejected, rejected_help, {{"reason", "limit"}},
-                  static_cast<double>(rejected_limit.value()));
+      "Control connections refused or closed by the server: over a connection budget (limit, "
+      "reserved, per_uid, unauthenticated, per_source), a client not reading its responses, a "
+      "failed TCP authentication, or no auth line in time.";
+  for (Refusal refusal : kRefusals) {
+    builder.counter(rejected, rejected_help, {{"reason", std::string(to_string(refusal))}},
+                    static_cast<double>(rejected_budget_[index(refusal)].value()));
+  }
   builder.counter(rejected, rejected_help, {{"reason", "slow_reader"}},
                   static_cast<double>(rejected_slow_reader.value()));
   builder.counter(rejected, rejected_help, {{"reason", "auth"}},
                   static_cast<double>(rejected_auth.value()));
+  builder.counter(rejected, rejected_help, {{"reason", "auth_timeout"}},
+                  static_cast<double>(rejected_auth_timeout.value()));
 }
 
 }  // namespace ferry::control

@@ -3,11 +3,13 @@
 #pragma once
 
 #include <array>
+#include <iterator>
 #include <map>
 #include <string>
 #include <string_view>
 
 #include "lib/control/commands.hh"
+#include "lib/control/peer_budget.hh"
 #include "lib/metrics/registry.hh"
 
 namespace ferry::control {
@@ -27,9 +29,11 @@ class ControlCounters {
   metrics::Counter bad_request;  // ferry_control_bad_requests_total{reason="bad_request"}
   metrics::Counter too_large;    // {reason="too_large"}
   metrics::Gauge connections_open;
-  metrics::Counter rejected_limit;  // ferry_control_rejected_connections_total{reason="limit"}
-  metrics::Counter rejected_slow_reader;  // {reason="slow_reader"}
-  metrics::Counter rejected_auth;         // {reason="auth"}
+  // ferry_control_rejected_connections_total{reason=to_string(refusal)}: over a budget at accept.
+  metrics::Counter& rejected(Refusal refusal) { return rejected_budget_[index(refusal)]; }
+  metrics::Counter rejected_slow_reader;   // {reason="slow_reader"}
+  metrics::Counter rejected_auth;          // {reason="auth"}
+  metrics::Counter rejected_auth_timeout;  // {reason="auth_timeout"}
 
   void collect(metrics::SnapshotBuilder& builder) const;
 
@@ -38,7 +42,10 @@ class ControlCounters {
     metrics::Counter ok;
     metrics::Counter error;
   };
+  static std::size_t index(Refusal refusal) { return static_cast<std::size_t>(refusal); }
+
   std::map<std::string, Results, std::less<>> requests_;
+  std::array<metrics::Counter, std::size(kRefusals)> rejected_budget_;
   metrics::Counter connections_unix_;
   metrics::Counter connections_tcp_;
 };

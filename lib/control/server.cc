@@ -7,21 +7,25 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 
+#include <array>
 #include <atomic>
 #include <boost/asio/basic_socket_acceptor.hpp>
 #include <boost/asio/generic/stream_protocol.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <cerrno>
 #include <cstring>
+#include <iterator>
 #include <stdexcept>
 #include <unordered_map>
 #include <utility>
+#include <variant>
 
 #include "lib/common/log.hh"
+#include "lib/common/log_limiter.hh"
 #include "lib/common/unique_fd.hh"
 #include "lib/control/connection.hh"
 #include "lib/control/control_counters.hh"
-#include "lib/control/log_limiter.hh"
+#include "lib/control/peer_budget.hh"
 #include "lib/control/protocol.hh"
 #include "lib/control/socket_file.hh"
 #include "lib/control/tcp_auth.hh"
@@ -65,18 +69,24 @@ std::string unix_source(const Peer& peer) {
   return fmt::format("unix pid {} uid {}", peer.pid, static_cast<long>(peer.uid));
 }
 
-std::string tcp_source(int fd) {
+std::string tcp_address(int fd) {
   sockaddr_storage address{};
   socklen_t length = sizeof address;
   std::optional<net::Endpoint> remote;
   if (::getpeername(fd, reinterpret_cast<sockaddr*>(&address), &length) == 0) {
     remote = net::Endpoint::from_sockaddr(reinterpret_cast<const sockaddr*>(&address), length);
   }
-  return "tcp " + (remote ? remote->address.to_string() : std::string("unknown"));
+  return remote ? remote->address.to_string() : std::string("unknown");
 }
 
-std::string suppressed_note(std::uint64_t suppressed) {
-  return suppressed == 0 ? std::string() : fmt::format(" ({} similar suppressed)", suppressed);
+PeerBudgetLimits budget_limits(const config::ControlConfig& config) {
+  return PeerBudgetLimits{
+      .max_connections = config.max_connections,
+      .admin_reserved = config.admin_reserved_connections,
+      .per_uid = config.max_connections_per_uid,
+      .unauthenticated = config.tcp.listen ? config.tcp.max_unauthenticated : 0,
+      .unauthenticated_per_source = config.tcp.max_unauthenticated_per_source,
+  };
 }
 
 class ServerCore final : public ConnectionHost, public std::enable_shared_from_this<ServerCore> {
@@ -90,7 +100,10 @@ class ServerCore final : public ConnectionHost, public std::enable_shared_from_t
         unix_acceptor_(io),
         tcp_acceptor_(io),
         unix_retry_timer_(io),
-        tcp_retry_timer_(io) {}
+        tcp_retry_timer_(io),
+        budget_(budget_limits(config)) {
+    limits.auth_timeout = std::chrono::milliseconds(config.tcp.auth_timeout_ms);
+  }
 
   ~ServerCore() { stop(); }
 
@@ -100,19 +113,20 @@ class ServerCore final : public ConnectionHost, public std::enable_shared_from_t
   std::size_t open_connections() const { return open_count_.load(std::memory_order_relaxed); }
   std::optional<net::Endpoint> tcp_endpoint() const { return tcp_endpoint_; }
   ConnectionLimits limits;
-  std::size_t max_connections = 1024;
 
   // ConnectionHost
   std::string handle_request(std::string_view line, const Peer& peer) override;
-  bool authenticate(std::string_view line, const std::string& source) override;
+  bool authenticate(std::string_view line, const Connection& connection) override;
+  void auth_timed_out(const Connection& connection) override;
   void request_too_large(const Connection& connection) override;
   void slow_reader(const Connection& connection) override;
   void connection_closed(Connection& connection) override;
   bool take_socket(std::string_view line, const Peer& peer, int fd) override;
 
   void stop_accepting();
-  // A connection whose peer is known (and, over TCP, not turned away): counted and started.
-  void serve(Connection::Socket socket, const Peer& peer, Transport transport, std::string source);
+  // A connection whose peer is known (and, over TCP, not turned away by the failure limiter):
+  // admitted within its budget, counted and started; or refused.
+  void serve(Connection::Socket socket, const Peer& peer, Transport transport);
   asio::any_io_executor executor() { return unix_acceptor_.get_executor(); }
   UniqueFd inherited_unix;
   UniqueFd inherited_tcp;
@@ -123,12 +137,28 @@ class ServerCore final : public ConnectionHost, public std::enable_shared_from_t
 
  private:
   void listen_tcp(const net::Endpoint& listen);
+  // The Unix socket's listen backlog: no deeper than the connections that could be served
+  // (control.max_connections; the kernel caps it at net.core.somaxconn). A connection waiting
+  // there is seen by no budget until it is accepted, so root's connect waits behind every one a
+  // flooder queued; beyond the backlog a blocking connect (ferryctl's) waits in the kernel.
+  int unix_backlog() const { return static_cast<int>(config_.max_connections); }
   void close_acceptors();
   void accept_next(Transport transport);
   void on_accept(Transport transport, const boost::system::error_code& error,
                  Connection::Socket socket);
+  // Counts, logs (rate-limited) and closes. `why()` is only formatted when the line is logged:
+  // a flood is refused thousands of times a second.
+  template <typename Why>
   void refuse(Connection::Socket& socket, metrics::Counter& counter, LogLimiter& limiter,
-              const std::string& why);
+              const Why& why) {
+    counter.add();
+    std::uint64_t suppressed = 0;
+    if (limiter.allow(suppressed))
+      log::warning("control: {}{}", why(), suppressed_note(suppressed));
+    boost::system::error_code ignored;
+    socket.close(ignored);
+  }
+  PeerAdmission admit(const Peer& peer, Transport transport, const std::string& address);
   void update_open_count();
 
   config::ControlConfig config_;
@@ -148,11 +178,18 @@ class ServerCore final : public ConnectionHost, public std::enable_shared_from_t
   std::unique_ptr<ControlCounters> counters_;
   metrics::Registry::Handle metrics_handle_;  // after counters_: its collector reads them
 
-  std::unordered_map<Connection*, std::shared_ptr<Connection>> connections_;
+  // Before connections_: their leases give their slots back to it.
+  PeerBudget budget_;
+  struct OpenConnection {
+    std::shared_ptr<Connection> connection;
+    PeerLease lease;
+  };
+  std::unordered_map<const Connection*, OpenConnection> connections_;
   std::atomic<std::size_t> open_count_{0};
 
-  LogLimiter limit_log_;
+  std::array<LogLimiter, std::size(kRefusals)> refusal_logs_;
   LogLimiter auth_log_;
+  LogLimiter auth_timeout_log_;
   LogLimiter accept_error_log_;
   LogLimiter denied_log_;
   bool started_ = false;
@@ -179,12 +216,14 @@ void ServerCore::start() {
     BoundSocketFile bound;
     struct stat st {};
     if (inherited_unix && ::stat(config_.socket.c_str(), &st) == 0 && S_ISSOCK(st.st_mode)) {
-      // The predecessor's socket and file: clients never see the path missing.
+      // The predecessor's socket and file: clients never see the path missing. Its backlog
+      // is set again, in case the predecessor's was another.
       bound.fd = std::move(inherited_unix);
+      ::listen(bound.fd.get(), unix_backlog());
       bound.identity = SocketFileIdentity{st.st_dev, st.st_ino};
     } else {
       inherited_unix.reset();
-      bound = bind_socket_file(config_.socket, config_.mode, config_.group);
+      bound = bind_socket_file(config_.socket, config_.mode, config_.group, unix_backlog());
     }
     socket_identity_ = bound.identity;
     boost::system::error_code error;
@@ -276,7 +315,7 @@ void ServerCore::stop() {
   // close() calls back into connection_closed(), which must not erase under this loop.
   auto open = std::move(connections_);
   connections_.clear();
-  for (auto& [raw, connection] : open) connection->close();
+  for (auto& [raw, entry] : open) entry.connection->close();
   update_open_count();
 
   if (socket_identity_) {
@@ -297,15 +336,6 @@ void ServerCore::accept_next(Transport transport) {
   });
 }
 
-void ServerCore::refuse(Connection::Socket& socket, metrics::Counter& counter, LogLimiter& limiter,
-                        const std::string& why) {
-  counter.add();
-  std::uint64_t suppressed = 0;
-  if (limiter.allow(suppressed)) log::warning("control: {}{}", why, suppressed_note(suppressed));
-  boost::system::error_code ignored;
-  socket.close(ignored);
-}
-
 void ServerCore::on_accept(Transport transport, const boost::system::error_code& error,
                            Connection::Socket socket) {
   if (error) {
@@ -324,40 +354,46 @@ void ServerCore::on_accept(Transport transport, const boost::system::error_code&
     return;
   }
   accept_next(transport);
+  Peer peer = transport == Transport::unix_socket ? unix_peer(socket.native_handle()) : Peer{};
+  serve(std::move(socket), peer, transport);
+}
 
-  if (connections_.size() >= max_connections) {
-    refuse(socket, counters_->rejected_limit, limit_log_,
-           fmt::format("refusing a control connection: {} are open, the limit", max_connections));
-    return;
-  }
+PeerAdmission ServerCore::admit(const Peer& peer, Transport transport, const std::string& address) {
+  if (transport == Transport::tcp) return budget_.admit_unauthenticated(address);
+  if (policy_.allows(peer, Access::admin)) return budget_.admit_admin();
+  return budget_.admit_local(peer.uid);
+}
 
-  Peer peer;
-  std::string source;
-  int fd = socket.native_handle();
-  if (transport == Transport::unix_socket) {
-    peer = unix_peer(fd);
-    source = unix_source(peer);
-  } else {
-    source = tcp_source(fd);
+void ServerCore::serve(Connection::Socket socket, const Peer& peer, Transport transport) {
+  if (!counters_) throw std::logic_error("ControlServer::serve() before start()");
+  std::string address;
+  std::string source;  // a Unix peer's is formatted once it is admitted (or logged)
+  if (transport == Transport::tcp) {
+    address = tcp_address(socket.native_handle());
+    source = "tcp " + address;
     if (auth_failures_.blocked(source, AuthFailureLimiter::Clock::now())) {
-      refuse(socket, counters_->rejected_auth, auth_log_,
-             fmt::format("{}: refusing a control connection after repeated authentication "
-                         "failures",
-                         source));
+      refuse(socket, counters_->rejected_auth, auth_log_, [&] {
+        return fmt::format(
+            "{}: refusing a control connection after repeated authentication "
+            "failures",
+            source);
+      });
       return;
     }
   }
-  serve(std::move(socket), peer, transport, std::move(source));
-}
-
-void ServerCore::serve(Connection::Socket socket, const Peer& peer, Transport transport,
-                       std::string source) {
-  if (!counters_) throw std::logic_error("ControlServer::serve() before start()");
+  PeerAdmission admission = admit(peer, transport, address);
+  if (auto* refusal = std::get_if<Refusal>(&admission)) {
+    refuse(socket, counters_->rejected(*refusal), refusal_logs_[static_cast<std::size_t>(*refusal)],
+           [&] { return budget_.explain(*refusal, source.empty() ? unix_source(peer) : source); });
+    return;
+  }
+  if (source.empty()) source = unix_source(peer);
   counters_->connection(transport);
   auto connection =
       std::make_shared<Connection>(std::move(socket), peer, transport == Transport::tcp,
                                    std::move(source), limits, weak_from_this());
-  connections_.emplace(connection.get(), connection);
+  connections_.emplace(connection.get(),
+                       OpenConnection{connection, std::get<PeerLease>(std::move(admission))});
   update_open_count();
   connection->start();
 }
@@ -382,10 +418,15 @@ std::string ServerCore::handle_request(std::string_view line, const Peer& peer) 
   return response;
 }
 
-bool ServerCore::authenticate(std::string_view line, const std::string& source) {
+bool ServerCore::authenticate(std::string_view line, const Connection& connection) {
+  const std::string& source = connection.source();
   std::optional<std::string> token = parse_auth_line(line);
   if (token && token_matches(token_, *token)) {
     log::info("control: {}: authenticated", source);
+    // From the unauthenticated pool and its address's budget to an admin's slot.
+    if (auto it = connections_.find(&connection); it != connections_.end()) {
+      budget_.promote_to_admin(it->second.lease);
+    }
     return true;
   }
   auth_failures_.record_failure(source, AuthFailureLimiter::Clock::now());
@@ -397,6 +438,15 @@ bool ServerCore::authenticate(std::string_view line, const std::string& source) 
                  suppressed_note(suppressed));
   }
   return false;
+}
+
+void ServerCore::auth_timed_out(const Connection& connection) {
+  counters_->rejected_auth_timeout.add();
+  std::uint64_t suppressed = 0;
+  if (auth_timeout_log_.allow(suppressed)) {
+    log::info("control: {}: no auth line within {} ms (control.tcp.auth_timeout_ms); closing{}",
+              connection.source(), limits.auth_timeout.count(), suppressed_note(suppressed));
+  }
 }
 
 void ServerCore::stop_accepting() {
@@ -495,9 +545,7 @@ void ControlServer::serve(UniqueFd connected, const Peer& peer, Transport transp
   Connection::Socket socket(core.executor(), asio::generic::stream_protocol(family, 0),
                             connected.get());
   connected.release();
-  std::string source =
-      transport == Transport::unix_socket ? unix_source(peer) : tcp_source(socket.native_handle());
-  core.serve(std::move(socket), peer, transport, std::move(source));
+  core.serve(std::move(socket), peer, transport);
 }
 
 void ControlServer::set_socket_taker(std::string command,
@@ -512,10 +560,6 @@ std::size_t ControlServer::open_connections() const {
 
 void ControlServer::set_idle_timeout(std::chrono::milliseconds timeout) {
   impl_->core->limits.idle_timeout = timeout;
-}
-
-void ControlServer::set_max_connections(std::size_t max_connections) {
-  impl_->core->max_connections = max_connections;
 }
 
 std::optional<net::Endpoint> ControlServer::tcp_endpoint() const {

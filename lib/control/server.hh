@@ -65,9 +65,9 @@ class ControlServer {
   // Open client connections; safe to read from any thread.
   std::size_t open_connections() const;
 
-  // Limits (defaults: 5 minutes, 1024); they apply to connections accepted afterwards.
+  // The idle limit (default 5 minutes); it applies to connections accepted afterwards. The
+  // connection budgets and the auth deadline come from the config (control.max_connections...).
   void set_idle_timeout(std::chrono::milliseconds timeout);
-  void set_max_connections(std::size_t max_connections);
   // The bound TCP listener (useful with port 0), or nullopt when TCP control is off or stopped.
   std::optional<net::Endpoint> tcp_endpoint() const;
 

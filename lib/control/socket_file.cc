@@ -148,7 +148,7 @@ std::optional<gid_t> lookup_group(const std::string& name) {
 }
 
 BoundSocketFile bind_socket_file(const std::string& path, mode_t mode,
-                                 const std::optional<std::string>& group) {
+                                 const std::optional<std::string>& group, int backlog) {
   mode &= 0777;
   socklen_t length = 0;
   sockaddr_un addr = socket_address(path, length);
@@ -202,7 +202,7 @@ BoundSocketFile bind_socket_file(const std::string& path, mode_t mode,
                                            "root or be a member of the group)",
                                            *group, std::strerror(errno)));
     }
-    if (::listen(bound.fd.get(), SOMAXCONN) != 0) {
+    if (::listen(bound.fd.get(), backlog) != 0) {
       throw socket_error(path, fmt::format("listen: {}", std::strerror(errno)));
     }
   } catch (...) {

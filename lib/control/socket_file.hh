@@ -27,10 +27,10 @@ std::optional<gid_t> lookup_group(const std::string& name);
 
 // Creates missing parent directories (0750, given to `group` when set), replaces a stale socket
 // file, binds with a umask so the file is never wider than `mode`, then applies mode and group
-// and listens. Throws std::runtime_error with "control.socket PATH: ..." (or "control.group")
-// when it refuses or fails; nothing is left behind on failure.
+// and listens with `backlog`. Throws std::runtime_error with "control.socket PATH: ..." (or
+// "control.group") when it refuses or fails; nothing is left behind on failure.
 BoundSocketFile bind_socket_file(const std::string& path, mode_t mode,
-                                 const std::optional<std::string>& group);
+                                 const std::optional<std::string>& group, int backlog);
 
 // Unlinks `path` if it is still the file described by `identity`; true when it did.
 bool remove_socket_file(const std::string& path, const SocketFileIdentity& identity);

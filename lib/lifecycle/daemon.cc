@@ -35,7 +35,8 @@ void raise_fd_limit() {
   rlimit limit{};
   if (getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur < limit.rlim_max) {
     limit.rlim_cur = limit.rlim_max;
-    if (setrlimit(RLIMIT_NOFILE, &limit) != 0) log::warning("raising RLIMIT_NOFILE: {}", std::strerror(errno));
+    if (setrlimit(RLIMIT_NOFILE, &limit) != 0)
+      log::warning("raising RLIMIT_NOFILE: {}", std::strerror(errno));
   }
 }
 
@@ -77,8 +78,7 @@ void start_afresh(Daemon::State& s) {
                                                        s.policy, s.registry);
   s.control->start();
   if (s.config->metrics.listen) {
-    s.metrics_http =
-        std::make_unique<metrics::MetricsHttpServer>(s.io, *s.config->metrics.listen, s.registry);
+    s.metrics_http = s.make_metrics_http();
     s.metrics_http->start();
   }
   s.xdp = std::make_unique<xdp::XdpPlane>(s.registry);
@@ -92,6 +92,15 @@ void start_afresh(Daemon::State& s) {
 }
 
 }  // namespace
+
+std::unique_ptr<metrics::MetricsHttpServer> Daemon::State::make_metrics_http() {
+  const config::MetricsConfig& m = config->metrics;
+  metrics::MetricsHttpServerOptions options;
+  options.max_connections = m.max_connections;
+  options.max_connections_per_source = m.max_connections_per_source;
+  options.request_timeout = std::chrono::milliseconds(m.request_timeout_ms);
+  return std::make_unique<metrics::MetricsHttpServer>(io, *m.listen, registry, options);
+}
 
 std::unique_ptr<tcp::TcpPlane> Daemon::State::make_tcp_plane() {
   return std::make_unique<tcp::TcpPlane>(
@@ -192,8 +201,8 @@ int Daemon::run() {
   s.notifier.ready(summary);
 
   auto watchdog = s.notifier.watchdog_interval();
-  auto tick = std::min<std::chrono::milliseconds>(watchdog.value_or(std::chrono::milliseconds(1000)),
-                                                  std::chrono::milliseconds(1000));
+  auto tick = std::min<std::chrono::milliseconds>(
+      watchdog.value_or(std::chrono::milliseconds(1000)), std::chrono::milliseconds(1000));
   auto next_ping = std::chrono::steady_clock::now();
   bool stall_reported = false;
   for (;;) {
@@ -229,9 +238,10 @@ int Daemon::run() {
         s.notifier.watchdog();
         stall_reported = false;
       } else if (!stall_reported) {
-        log::error("thread {} has not made progress for {} ms; withholding the watchdog ping so "
-                   "systemd restarts ferryd",
-                   stalled.front(), kStaleAfter.count());
+        log::error(
+            "thread {} has not made progress for {} ms; withholding the watchdog ping so "
+            "systemd restarts ferryd",
+            stalled.front(), kStaleAfter.count());
         stall_reported = true;
       }
       next_ping = std::chrono::steady_clock::now() + *watchdog;
@@ -265,7 +275,7 @@ int Daemon::run() {
   s.control_thread.join();
   s.control_heartbeat.reset();
   s.announcer.reset();  // its routes are already withdrawn
-  s.tcp.reset();       // listeners, then connections, then the io_uring workers
+  s.tcp.reset();        // listeners, then connections, then the io_uring workers
   s.link_watch.reset();
   s.fastpath.reset();  // workers joined, XSKMAP emptied, sockets and UMEM gone
   s.xdp.reset();       // then the program is detached and unloaded

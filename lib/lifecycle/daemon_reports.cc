@@ -22,17 +22,30 @@ json protocols_json(const config::Protocols& p) {
 }
 
 // Which parts of a new config only take effect after a restart.
-std::vector<std::string> restart_required(const config::Config& running, const config::Config& next) {
+std::vector<std::string> restart_required(const config::Config& running,
+                                          const config::Config& next) {
   std::vector<std::string> keys;
   const auto& a = running.control;
   const auto& b = next.control;
   if (a.socket != b.socket) keys.push_back("control.socket");
   if (a.mode != b.mode) keys.push_back("control.mode");
   if (a.group != b.group) keys.push_back("control.group");
-  if (a.tcp.listen != b.tcp.listen || a.tcp.token_file != b.tcp.token_file) {
-    keys.push_back("control.tcp");
+  if (a.max_connections != b.max_connections) keys.push_back("control.max_connections");
+  if (a.admin_reserved_connections != b.admin_reserved_connections) {
+    keys.push_back("control.admin_reserved_connections");
   }
-  if (running.metrics.listen != next.metrics.listen) keys.push_back("metrics.listen");
+  if (a.max_connections_per_uid != b.max_connections_per_uid) {
+    keys.push_back("control.max_connections_per_uid");
+  }
+  if (a.tcp != b.tcp) keys.push_back("control.tcp");
+  const auto& m = running.metrics;
+  const auto& n = next.metrics;
+  if (m.listen != n.listen) keys.push_back("metrics.listen");
+  if (m.max_connections != n.max_connections) keys.push_back("metrics.max_connections");
+  if (m.max_connections_per_source != n.max_connections_per_source) {
+    keys.push_back("metrics.max_connections_per_source");
+  }
+  if (m.request_timeout_ms != n.request_timeout_ms) keys.push_back("metrics.request_timeout_ms");
   return keys;
 }
 
@@ -49,12 +62,12 @@ std::string Daemon::State::summary() const {
     udp += svc.protocols.udp;
     tcp += svc.protocols.tcp;
   }
-  return fmt::format("{} services ({} udp, {} tcp), {} routes, XDP on {} interfaces, {} AF_XDP "
-                     "workers; control {}; metrics {}",
-                     config->services.size(), udp, tcp, config->routes.size(),
-                     xdp ? xdp->attached_count() : 0, fastpath ? fastpath->worker_count() : 0,
-                     config->control.socket,
-                     config->metrics.listen ? config->metrics.listen->to_string() : "off");
+  return fmt::format(
+      "{} services ({} udp, {} tcp), {} routes, XDP on {} interfaces, {} AF_XDP "
+      "workers; control {}; metrics {}",
+      config->services.size(), udp, tcp, config->routes.size(), xdp ? xdp->attached_count() : 0,
+      fastpath ? fastpath->worker_count() : 0, config->control.socket,
+      config->metrics.listen ? config->metrics.listen->to_string() : "off");
 }
 
 json Daemon::State::reload(const std::string& reason) {

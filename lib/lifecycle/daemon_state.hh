@@ -108,6 +108,9 @@ struct Daemon::State final : CommandTarget {
   void collect(metrics::SnapshotBuilder& out) const;
   // The TCP plane, its workers enrolled for heartbeats, honouring `health`; not started.
   std::unique_ptr<tcp::TcpPlane> make_tcp_plane();
+  // The /metrics endpoint on metrics.listen with the config's budgets; not started. Only when
+  // metrics.listen is set.
+  std::unique_ptr<metrics::MetricsHttpServer> make_metrics_http();
 
   // upgrade.cc, the running ferryd's side of a handover. start_upgrade() (control thread; the
   // `upgrade` command and SIGUSR2) starts the binary at self_binary with --takeover; the new

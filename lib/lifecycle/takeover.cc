@@ -148,8 +148,7 @@ void Daemon::State::take_over(const std::string& socket_path) {
         std::make_unique<control::ControlServer>(io, config->control, commands, policy, registry);
     control->inherit(take_fd(fds, head["control"]["unix"]), take_fd(fds, head["control"]["tcp"]));
     if (config->metrics.listen) {
-      metrics_http =
-          std::make_unique<metrics::MetricsHttpServer>(io, *config->metrics.listen, registry);
+      metrics_http = make_metrics_http();
       metrics_http->inherit(take_fd(fds, head["metrics"]));
     }
     admin.configure(config->services);

@@ -15,10 +15,13 @@
 #include <string_view>
 #include <unordered_set>
 #include <utility>
+#include <variant>
 
 #include "lib/common/log.hh"
+#include "lib/common/log_limiter.hh"
 #include "lib/metrics/http_request.hh"
 #include "lib/metrics/prometheus.hh"
+#include "lib/metrics/source_budget.hh"
 
 namespace ferry::metrics {
 namespace {
@@ -65,9 +68,19 @@ std::string_view status_text(int status) {
   return "Error";
 }
 
+// Why the server refused or closed a connection: the label `reason` of
+// ferry_metrics_http_rejected_connections_total.
+enum class Rejection { per_source, limit, request_timeout, write_timeout };
+constexpr std::array<std::string_view, 4> kRejectionNames = {"per_source", "limit",
+                                                             "request_timeout", "write_timeout"};
+
+Rejection rejection_of(SourceRefusal refusal) {
+  return refusal == SourceRefusal::per_source ? Rejection::per_source : Rejection::limit;
+}
+
 struct ServerCounters {
   std::array<Counter, kStatusCodes.size()> responses;
-  Counter rejected_connections;
+  std::array<Counter, kRejectionNames.size()> rejected;
 
   void count_response(int status) {
     auto it = std::find(kStatusCodes.begin(), kStatusCodes.end(), status);
@@ -80,12 +93,27 @@ class Session;
 // What the server and its sessions share. Sessions may outlive the server by a few handler
 // invocations after stop(), so they hold this rather than the server.
 struct ServerState {
-  ServerState(Registry& r, MetricsHttpServerOptions o) : registry(r), options(o) {}
+  ServerState(Registry& r, MetricsHttpServerOptions o)
+      : registry(r), options(o), budget(o.max_connections, o.max_connections_per_source) {}
   Registry& registry;
   const MetricsHttpServerOptions options;
   ServerCounters counters;
+  SourceBudget budget;  // sessions hold leases on it, and a reference to this state
+  std::array<LogLimiter, kRejectionNames.size()> rejection_logs;
   bool stopped = false;
   std::unordered_set<Session*> sessions;
+
+  // Counts a refused or cut-off connection and says so in the log, rate-limited per reason;
+  // `what()` is only formatted for a line that is logged.
+  template <typename What>
+  void reject(Rejection why, const std::string& source, const What& what) {
+    auto i = static_cast<std::size_t>(why);
+    counters.rejected[i].add();
+    std::uint64_t suppressed = 0;
+    if (rejection_logs[i].allow(suppressed)) {
+      log::warning("metrics: {}: {}{}", source, what(), suppressed_note(suppressed));
+    }
+  }
 };
 
 // One response: status line, headers, and (unless HEAD) the body.
@@ -103,8 +131,11 @@ void append_response(std::string& out, int status, std::string_view content_type
 // "Connection: close"/HTTP/1.0, on timeouts and on stop().
 class Session : public std::enable_shared_from_this<Session> {
  public:
-  Session(std::shared_ptr<ServerState> state, tcp::socket socket)
-      : state_(std::move(state)), socket_(std::move(socket)), deadline_(socket_.get_executor()) {}
+  Session(std::shared_ptr<ServerState> state, tcp::socket socket, SourceLease lease)
+      : state_(std::move(state)),
+        socket_(std::move(socket)),
+        deadline_(socket_.get_executor()),
+        lease_(std::move(lease)) {}
   ~Session() { state_->sessions.erase(this); }
 
   void start() {
@@ -115,6 +146,7 @@ class Session : public std::enable_shared_from_this<Session> {
   void close() {
     if (closed_) return;
     closed_ = true;
+    lease_.reset();  // the budget is back before the client can see the close
     error_code ignored;
     socket_.close(ignored);
     deadline_.cancel();
@@ -125,6 +157,7 @@ class Session : public std::enable_shared_from_this<Session> {
 
   // A new request head has `request_timeout` to arrive, counted from now.
   void begin_request() {
+    phase_ = Phase::reading;
     arm_deadline(state_->options.request_timeout);
     serve_buffered();
   }
@@ -207,6 +240,7 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   void write_responses() {
+    phase_ = Phase::writing;
     arm_deadline(state_->options.write_timeout);
     asio::async_write(
         socket_, asio::buffer(out_),
@@ -220,6 +254,7 @@ class Session : public std::enable_shared_from_this<Session> {
       return;
     }
     out_.clear();
+    ++answered_batches_;
     if (close_after_write_) {
       drain_and_close();
     } else {
@@ -230,6 +265,7 @@ class Session : public std::enable_shared_from_this<Session> {
   // Sends FIN, then reads and discards what the client still sends until it closes too: closing
   // with unread input would make the kernel send RST, which can destroy the answer in flight.
   void drain_and_close() {
+    phase_ = Phase::draining;
     error_code ignored;
     socket_.shutdown(tcp::socket::shutdown_send, ignored);
     in_.clear();
@@ -257,13 +293,38 @@ class Session : public std::enable_shared_from_this<Session> {
       if (ec || !self || self->done()) return;
       // A re-arm may race with an expiry already queued; only a deadline really past counts.
       if (self->deadline_.expiry() > asio::steady_timer::clock_type::now()) return;
+      self->count_timeout();
       self->close();
     });
   }
 
-  std::shared_ptr<ServerState> state_;
+  // A slow or half request head, or a client not taking its answer, is counted and logged; a
+  // kept-alive connection that simply sent nothing more after its answers is not.
+  void count_timeout() {
+    const MetricsHttpServerOptions& o = state_->options;
+    if (phase_ == Phase::writing) {
+      state_->reject(Rejection::write_timeout, lease_.slot(), [&] {
+        return fmt::format("the answer was not taken within {} ms; closing",
+                           o.write_timeout.count());
+      });
+    } else if (phase_ == Phase::reading && (!in_.empty() || answered_batches_ == 0)) {
+      state_->reject(Rejection::request_timeout, lease_.slot(), [&] {
+        return fmt::format(
+            "no complete request head within {} ms (metrics.request_timeout_ms); "
+            "closing",
+            o.request_timeout.count());
+      });
+    }
+  }
+
+  enum class Phase { reading, writing, draining };
+
+  std::shared_ptr<ServerState> state_;  // before lease_: the lease gives back into its budget
   tcp::socket socket_;
   asio::steady_timer deadline_;
+  SourceLease lease_;  // its slot is the client's address
+  Phase phase_ = Phase::reading;
+  std::size_t answered_batches_ = 0;
   std::array<char, 4096> chunk_;
   std::string in_;   // received, not yet answered
   std::string out_;  // answers not yet written
@@ -290,9 +351,27 @@ void collect(const ServerCounters& counters, SnapshotBuilder& b) {
               {{"code", std::to_string(kStatusCodes[i])}},
               static_cast<double>(counters.responses[i].value()));
   }
-  b.counter("ferry_metrics_http_rejected_connections_total",
-            "Metrics endpoint connections closed at accept: too many open at once.", {},
-            static_cast<double>(counters.rejected_connections.value()));
+  static constexpr const char* kRejectedHelp =
+      "Metrics endpoint connections refused at accept (per_source: the client address holds its "
+      "budget; limit: all are taken) or closed by a deadline (request_timeout: a slow or half "
+      "request head; write_timeout: an answer not taken).";
+  for (std::size_t i = 0; i < kRejectionNames.size(); ++i) {
+    b.counter("ferry_metrics_http_rejected_connections_total", kRejectedHelp,
+              {{"reason", std::string(kRejectionNames[i])}},
+              static_cast<double>(counters.rejected[i].value()));
+  }
+}
+
+std::string remote_address(const tcp::socket& socket) {
+  error_code ec;
+  tcp::endpoint remote = socket.remote_endpoint(ec);
+  if (ec) return "unknown";
+  asio::ip::address address = remote.address();
+  // An IPv4 client of a dual-stack listener is the same client as over IPv4.
+  if (address.is_v6() && address.to_v6().is_v4_mapped()) {
+    address = asio::ip::make_address_v4(asio::ip::v4_mapped, address.to_v6());
+  }
+  return address.to_string();
 }
 
 }  // namespace
@@ -320,12 +399,26 @@ struct MetricsHttpServer::Impl {
         });
         return;
       }
-      if (state->sessions.size() >= state->options.max_connections) {
-        state->counters.rejected_connections.add();
+      std::string source = remote_address(socket);
+      SourceAdmission admission = state->budget.admit(source);
+      if (auto* refusal = std::get_if<SourceRefusal>(&admission)) {
+        state->reject(rejection_of(*refusal), source, [&] {
+          return *refusal == SourceRefusal::per_source
+                     ? fmt::format(
+                           "refusing a connection: this address holds {}, its budget "
+                           "(metrics.max_connections_per_source)",
+                           state->budget.per_source())
+                     : fmt::format(
+                           "refusing a connection: {} are open, the limit "
+                           "(metrics.max_connections)",
+                           state->budget.max_connections());
+        });
         error_code ignored;
         socket.close(ignored);
       } else {
-        std::make_shared<Session>(state, std::move(socket))->start();
+        std::make_shared<Session>(state, std::move(socket),
+                                  std::get<SourceLease>(std::move(admission)))
+            ->start();
       }
       accept();
     });

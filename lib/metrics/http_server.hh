@@ -12,11 +12,14 @@
 
 namespace ferry::metrics {
 
-// Limits that keep slow or numerous scrapers from holding the control thread's resources.
+// Limits that keep slow or numerous scrapers from holding the control thread's resources, and
+// one client address from taking the connections another's scrape needs (config.hh has the
+// operator's keys: metrics.max_connections, .max_connections_per_source, .request_timeout_ms).
 struct MetricsHttpServerOptions {
-  std::chrono::milliseconds request_timeout{10'000};  // to receive one whole request head
-  std::chrono::milliseconds write_timeout{10'000};    // to send one batch of responses
-  std::size_t max_connections = 256;                  // further ones are closed at accept
+  std::chrono::milliseconds request_timeout{3'000};  // to receive one whole request head
+  std::chrono::milliseconds write_timeout{10'000};   // to send one batch of responses
+  std::size_t max_connections = 256;                 // further ones are closed at accept
+  std::size_t max_connections_per_source = 8;        // open at once from one client address
 };
 
 class MetricsHttpServer {

@@ -3,6 +3,7 @@ a control-protocol client, and cleanup that always runs."""
 import contextlib
 import json
 import os
+import pwd
 import re
 import select
 import shutil
@@ -287,6 +288,34 @@ def http_get(host, port, path="/metrics", timeout=10.0, source=None):
     code = int(lines[0].split()[1])
     headers = {k.strip().lower(): v.strip() for k, v in (l.split(":", 1) for l in lines[1:] if ":" in l)}
     return code, headers, body
+
+
+def as_nobody(fn, *args):
+    """Runs fn(*args) in a forked child that dropped to nobody; raises its failure here."""
+    nobody = pwd.getpwnam("nobody")
+    read_end, write_end = os.pipe()
+    sys.stdout.flush()
+    pid = os.fork()
+    if pid == 0:
+        status = 1
+        try:
+            os.close(read_end)
+            os.setgroups([])
+            os.setgid(nobody.pw_gid)
+            os.setuid(nobody.pw_uid)
+            check_eq(os.geteuid(), nobody.pw_uid, "the child's uid")
+            fn(*args)
+            status = 0
+        except BaseException:
+            os.write(write_end, traceback.format_exc().encode())
+        finally:
+            os._exit(status)
+    os.close(write_end)
+    with os.fdopen(read_end, "rb") as f:
+        report = f.read().decode()
+    _, status = os.waitpid(pid, 0)
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise TestFailure(f"as nobody (uid {nobody.pw_uid}):\n{report}")
 
 
 def wait_until(predicate, timeout, what, interval=0.02):

@@ -7,12 +7,9 @@ the documented error and id, from root, from a uid without admin access (a child
 (exit 0) still work and the daemon never restarted."""
 import json
 import os
-import pwd
 import socket
-import sys
-import traceback
 
-from harness import (ControlClient, TestFailure, check, check_eq, http_get, metrics_endpoint, ok,
+from harness import (ControlClient, as_nobody, check, check_eq, http_get, metrics_endpoint, ok,
                      run_tests, running, tcp_control_config)
 
 TOKEN = "barrage-token"
@@ -136,34 +133,6 @@ def unix_peer_barrage(socket_path):
         barrage(c, admin=os.geteuid() == 0)
     with ControlClient(socket_path) as c:
         barrage(c, admin=os.geteuid() == 0, line_end=b"\r\n")
-
-
-def as_nobody(fn, *args):
-    """Runs fn(*args) in a forked child that dropped to nobody; raises its failure here."""
-    nobody = pwd.getpwnam("nobody")
-    read_end, write_end = os.pipe()
-    sys.stdout.flush()
-    pid = os.fork()
-    if pid == 0:
-        status = 1
-        try:
-            os.close(read_end)
-            os.setgroups([])
-            os.setgid(nobody.pw_gid)
-            os.setuid(nobody.pw_uid)
-            check_eq(os.geteuid(), nobody.pw_uid, "the child's uid")
-            fn(*args)
-            status = 0
-        except BaseException:
-            os.write(write_end, traceback.format_exc().encode())
-        finally:
-            os._exit(status)
-    os.close(write_end)
-    with os.fdopen(read_end, "rb") as f:
-        report = f.read().decode()
-    _, status = os.waitpid(pid, 0)
-    if os.waitstatus_to_exitcode(status) != 0:
-        raise TestFailure(f"as nobody (uid {nobody.pw_uid}):\n{report}")
 
 
 def too_large_and_partial_lines(socket_path):

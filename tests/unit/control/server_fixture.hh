@@ -43,10 +43,19 @@ class LineClient {
     return LineClient(std::move(fd));
   }
 
-  static LineClient tcp(const net::Endpoint& endpoint) {
+  // From `source` (an address of this host, such as 127.0.0.2) when given.
+  static LineClient tcp(const net::Endpoint& endpoint,
+                        const std::optional<net::IpAddress>& source = std::nullopt) {
     sockaddr_storage addr{};
     socklen_t length = endpoint.to_sockaddr(addr);
     UniqueFd fd(::socket(addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    if (source) {
+      sockaddr_storage local{};
+      socklen_t local_length = net::Endpoint{*source, 0}.to_sockaddr(local);
+      if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&local), local_length) != 0) {
+        throw std::runtime_error("bind " + source->to_string() + ": " + std::strerror(errno));
+      }
+    }
     if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), length) != 0) {
       throw std::runtime_error("connect " + endpoint.to_string() + ": " + std::strerror(errno));
     }
@@ -100,6 +109,9 @@ class LineClient {
   }
 
   void shutdown_write() { ::shutdown(fd_.get(), SHUT_WR); }
+
+  // The client end of a connection made some other way (a socketpair the server serves).
+  static LineClient adopt(UniqueFd fd) { return LineClient(std::move(fd)); }
 
  private:
   explicit LineClient(UniqueFd fd) : fd_(std::move(fd)) {

@@ -224,7 +224,8 @@ TEST_F(ControlServerTest, ClosesIdleConnections) {
 }
 
 TEST_F(ControlServerTest, RefusesConnectionsOverTheLimit) {
-  make_server().set_max_connections(2);
+  config_.max_connections = 2;
+  config_.admin_reserved_connections = 1;
   start();
   LineClient a = client();
   LineClient b = client();

@@ -33,10 +33,18 @@ struct Response {
 // instead of hanging it.
 class Client {
  public:
-  explicit Client(const net::Endpoint& server)
+  // From `source` (an address of this host, such as 127.0.0.2) when given.
+  explicit Client(const net::Endpoint& server, const char* source = nullptr)
       : fd_(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) {
     timeval tv{5, 0};
     ::setsockopt(fd_.get(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    if (source) {
+      sockaddr_storage local;
+      socklen_t local_len = net::Endpoint{*net::IpAddress::parse(source), 0}.to_sockaddr(local);
+      if (::bind(fd_.get(), reinterpret_cast<sockaddr*>(&local), local_len) != 0) {
+        throw std::runtime_error(std::string("bind: ") + std::strerror(errno));
+      }
+    }
     sockaddr_storage ss;
     socklen_t len = server.to_sockaddr(ss);
     if (::connect(fd_.get(), reinterpret_cast<sockaddr*>(&ss), len) != 0) {
@@ -133,6 +141,17 @@ class MetricsHttpServerTest : public ::testing::Test {
     return "GET " + target + " HTTP/1.1\r\nHost: test\r\n\r\n";
   }
 
+  // A scrape from 127.0.0.1 has a rejected_connections_total{reason} of `count`.
+  void expect_rejected(const std::string& reason, int count) {
+    Client scraper(endpoint_, "127.0.0.1");
+    scraper.send(get("/metrics"));
+    Response r = scraper.read_response();
+    EXPECT_EQ(r.status, 200);
+    std::string line = "ferry_metrics_http_rejected_connections_total{reason=\"" + reason + "\"} " +
+                       std::to_string(count) + "\n";
+    EXPECT_NE(r.body.find(line), std::string::npos) << line << r.body;
+  }
+
   boost::asio::io_context io_;
   Registry registry_;
   Registry::Handle app_;
@@ -164,7 +183,12 @@ TEST_F(MetricsHttpServerTest, ServesMetricsWithPrometheusContentType) {
             std::string::npos)
       << r.body;
   EXPECT_NE(r.body.find("ferry_metrics_http_requests_total{code=\"200\"} 0\n"), std::string::npos);
-  EXPECT_NE(r.body.find("ferry_metrics_http_rejected_connections_total 0\n"), std::string::npos);
+  for (const char* reason : {"per_source", "limit", "request_timeout", "write_timeout"}) {
+    EXPECT_NE(r.body.find(std::string("ferry_metrics_http_rejected_connections_total{reason=\"") +
+                          reason + "\"} 0\n"),
+              std::string::npos)
+        << reason;
+  }
   EXPECT_EQ(r.body.back(), '\n');
 }
 
@@ -323,8 +347,40 @@ TEST_F(MetricsHttpServerTest, ClosesAndCountsConnectionsBeyondTheLimit) {
   EXPECT_TRUE(third.closed_by_server());
   first.send(get("/metrics"));
   Response r = first.read_response();
-  EXPECT_NE(r.body.find("ferry_metrics_http_rejected_connections_total 1\n"), std::string::npos)
+  EXPECT_NE(r.body.find("ferry_metrics_http_rejected_connections_total{reason=\"limit\"} 1\n"),
+            std::string::npos)
       << r.body;
+}
+
+TEST_F(MetricsHttpServerTest, AnAddressHoldingItsBudgetLeavesAnothersScrapeServed) {
+  MetricsHttpServerOptions options;
+  options.max_connections_per_source = 2;
+  start(options);
+  // Two half requests from 127.0.0.2 hold its whole budget; its third is closed at accept.
+  Client first(endpoint_, "127.0.0.2"), second(endpoint_, "127.0.0.2");
+  first.send("GET /metr");
+  second.send("GET /metr");
+  Client third(endpoint_, "127.0.0.2");
+  EXPECT_TRUE(third.closed_by_server());
+  // Accepted in order, so the first two are held now; a scrape from 127.0.0.1 is answered.
+  expect_rejected("per_source", 1);
+}
+
+TEST_F(MetricsHttpServerTest, HalfRequestsAreClosedAtTheDeadlineAndCountedIdleOnesAreNot) {
+  MetricsHttpServerOptions options;
+  options.request_timeout = 200ms;
+  options.max_connections_per_source = 1;
+  start(options);
+  Client half(endpoint_, "127.0.0.2");
+  half.send("GET /metrics HTTP/1.1\r\nHost: t\r\n");  // no blank line: the head never ends
+  EXPECT_TRUE(half.closed_by_server());
+  Client silent(endpoint_, "127.0.0.2");  // the budget came back with the close
+  EXPECT_TRUE(silent.closed_by_server());
+  Client kept_alive(endpoint_, "127.0.0.3");
+  kept_alive.send(get("/"));
+  EXPECT_EQ(kept_alive.read_response().status, 200);
+  EXPECT_TRUE(kept_alive.closed_by_server());  // idle after its answer: closed, not counted
+  expect_rejected("request_timeout", 2);
 }
 
 TEST_F(MetricsHttpServerTest, StopClosesOpenConnections) {

@@ -2,11 +2,14 @@
 // so a misbehaving client cannot flood the journal.
 #pragma once
 
+#include <fmt/format.h>
+
 #include <chrono>
 #include <cstdint>
+#include <string>
 #include <utility>
 
-namespace ferry::control {
+namespace ferry {
 
 class LogLimiter {
  public:
@@ -34,4 +37,9 @@ class LogLimiter {
   std::uint64_t suppressed_ = 0;
 };
 
-}  // namespace ferry::control
+// The tail a rate-limited line carries: " (N similar suppressed)", or nothing.
+inline std::string suppressed_note(std::uint64_t suppressed) {
+  return suppressed == 0 ? std::string() : fmt::format(" ({} similar suppressed)", suppressed);
+}
+
+}  // namespace ferry
