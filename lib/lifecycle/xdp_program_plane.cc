@@ -1,6 +1,8 @@
 // The XDP program as a plane (see xdp_program_plane.hh).
 #include "lib/lifecycle/xdp_program_plane.hh"
 
+#include <stdexcept>
+
 namespace ferry::lifecycle {
 namespace {
 
@@ -41,6 +43,11 @@ void XdpProgramPlane::start(const config::Config&, handover::OfferPart* handed) 
     plane_.reset();
     throw;
   }
+}
+
+void XdpProgramPlane::apply(const config::Config& next) {
+  if (!plane_) throw std::runtime_error("the XDP program is no longer this ferryd's (handed over)");
+  plane_->apply(next);
 }
 
 void XdpProgramPlane::commit(const config::Config&, ApplyNotes&) {}

@@ -27,8 +27,9 @@ class XdpProgramPlane final : public Plane {
   // The links run the successor's program: closing this process's fds detaches nothing.
   void release() override;
 
-  // Brings the attachments and maps in line with `next` (xdp::XdpPlane::apply).
-  void apply(const config::Config& next) { plane_->apply(next); }
+  // Brings the attachments and maps in line with `next` (xdp::XdpPlane::apply). Throws once
+  // the plane is stopped or handed over (a reload on a connection that outlived the handover).
+  void apply(const config::Config& next);
   // The running ferryd's side, when the handover failed after the successor swapped its
   // program in: this one's runs on the links again.
   void reclaim_links() noexcept {
