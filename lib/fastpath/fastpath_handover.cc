@@ -71,22 +71,26 @@ std::uint32_t u32(const nlohmann::json& j, const char* key) {
 
 }  // namespace
 
-nlohmann::json describe(const HandedOverFastpath& handed, std::vector<int>& fds) {
+namespace {
+
+std::string socket_fd_name(std::size_t worker, std::size_t port) {
+  return "xsk:" + std::to_string(worker) + ":" + std::to_string(port);
+}
+
+}  // namespace
+
+void describe(HandedOverFastpath handed, handover::OfferPart& part) {
   nlohmann::json workers = nlohmann::json::array();
-  fds.push_back(handed.memfd.get());
-  nlohmann::json out = {{"memfd", fds.size() - 1},
-                        {"hugepages", handed.hugepages},
-                        {"frames", handed.umem.frame_count},
-                        {"frame_bytes", handed.umem.frame_bytes},
-                        {"headroom_bytes", handed.umem.headroom_bytes},
-                        {"fill", handed.umem.fill_entries},
-                        {"completion", handed.umem.completion_entries}};
-  for (const auto& ports : handed.sockets) {
+  nlohmann::json& out = part.fields;
+  out = {{"hugepages", handed.hugepages},          {"frames", handed.umem.frame_count},
+         {"frame_bytes", handed.umem.frame_bytes}, {"headroom_bytes", handed.umem.headroom_bytes},
+         {"fill", handed.umem.fill_entries},       {"completion", handed.umem.completion_entries}};
+  part.put_fd("umem", std::move(handed.memfd));
+  for (std::size_t w = 0; w < handed.sockets.size(); ++w) {
     nlohmann::json list = nlohmann::json::array();
-    for (const xsk::HandedOverSocket& s : ports) {
-      fds.push_back(s.fd.get());
-      list.push_back({{"fd", fds.size() - 1},
-                      {"ifname", s.ifname},
+    for (std::size_t p = 0; p < handed.sockets[w].size(); ++p) {
+      xsk::HandedOverSocket& s = handed.sockets[w][p];
+      list.push_back({{"ifname", s.ifname},
                       {"ifindex", s.ifindex},
                       {"queue", s.queue},
                       {"rx", s.rx_entries},
@@ -97,21 +101,19 @@ nlohmann::json describe(const HandedOverFastpath& handed, std::vector<int>& fds)
                       {"shared_umem", s.info.shared_umem},
                       {"zerocopy", s.info.zerocopy},
                       {"need_wakeup", s.info.need_wakeup}});
+      part.put_fd(socket_fd_name(w, p), std::move(s.fd));
     }
     workers.push_back(std::move(list));
   }
   out["workers"] = std::move(workers);
-  return out;
 }
 
-HandedOverFastpath handed_over_from(const nlohmann::json& d, std::vector<UniqueFd>& fds) {
-  auto take_fd = [&fds](const nlohmann::json& j) {
-    std::uint32_t index = u32(j, "fd");
-    if (index >= fds.size() || !fds[index]) {
-      throw std::invalid_argument("handed-over fast path: fd " + std::to_string(index) +
-                                  " missing");
-    }
-    return std::move(fds[index]);
+HandedOverFastpath handed_over_from(handover::OfferPart& part) {
+  const nlohmann::json& d = part.fields;
+  auto take_fd = [&part](const std::string& name) {
+    UniqueFd fd = part.take_fd(name);
+    if (!fd) throw std::invalid_argument("handed-over fast path: fd " + name + " missing");
+    return fd;
   };
   HandedOverFastpath out;
   out.umem.frame_count = u32(d, "frames");
@@ -120,26 +122,28 @@ HandedOverFastpath handed_over_from(const nlohmann::json& d, std::vector<UniqueF
   out.umem.fill_entries = u32(d, "fill");
   out.umem.completion_entries = u32(d, "completion");
   out.hugepages = d.value("hugepages", false);
-  out.memfd = take_fd({{"fd", u32(d, "memfd")}});
+  out.memfd = take_fd("umem");
   if (!d.contains("workers") || !d["workers"].is_array()) {
     throw std::invalid_argument("handed-over fast path: no workers");
   }
-  for (const auto& ports : d["workers"]) {
+  for (std::size_t w = 0; w < d["workers"].size(); ++w) {
+    const nlohmann::json& ports = d["workers"][w];
     std::vector<xsk::HandedOverSocket> list;
-    for (const auto& p : ports) {
+    for (std::size_t p = 0; p < ports.size(); ++p) {
+      const nlohmann::json& j = ports[p];
       xsk::HandedOverSocket s;
-      s.fd = take_fd(p);
-      s.ifname = p.value("ifname", "");
-      s.ifindex = p.value("ifindex", 0);
-      s.queue = u32(p, "queue");
-      s.rx_entries = u32(p, "rx");
-      s.tx_entries = u32(p, "tx");
-      s.fill_entries = u32(p, "fill");
-      s.completion_entries = u32(p, "completion");
-      s.info.flags = static_cast<std::uint16_t>(u32(p, "bind_flags"));
-      s.info.shared_umem = p.value("shared_umem", false);
-      s.info.zerocopy = p.value("zerocopy", false);
-      s.info.need_wakeup = p.value("need_wakeup", false);
+      s.fd = take_fd(socket_fd_name(w, p));
+      s.ifname = j.value("ifname", "");
+      s.ifindex = j.value("ifindex", 0);
+      s.queue = u32(j, "queue");
+      s.rx_entries = u32(j, "rx");
+      s.tx_entries = u32(j, "tx");
+      s.fill_entries = u32(j, "fill");
+      s.completion_entries = u32(j, "completion");
+      s.info.flags = static_cast<std::uint16_t>(u32(j, "bind_flags"));
+      s.info.shared_umem = j.value("shared_umem", false);
+      s.info.zerocopy = j.value("zerocopy", false);
+      s.info.need_wakeup = j.value("need_wakeup", false);
       list.push_back(std::move(s));
     }
     out.sockets.push_back(std::move(list));

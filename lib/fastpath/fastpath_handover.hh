@@ -10,6 +10,7 @@
 
 #include "lib/common/unique_fd.hh"
 #include "lib/fastpath/flow_table.hh"
+#include "lib/handover/offer.hh"
 #include "lib/xsk/umem_pool.hh"
 #include "lib/xsk/xsk_socket.hh"
 
@@ -32,12 +33,11 @@ struct WorkerCarry {
   FlowTable::Carried flows;
 };
 
-// The description for the wire, and its fds in the order the description refers to them
-// (memfd first, then the sockets).
-nlohmann::json describe(const HandedOverFastpath& handed, std::vector<int>& fds);
-// The inverse: `fds` are what came with the description, taken by index. Throws
-// std::invalid_argument for a description that does not fit.
-HandedOverFastpath handed_over_from(const nlohmann::json& description, std::vector<UniqueFd>& fds);
+// Writes `handed` as the fast path's part of a handover offer: the shapes as fields, the UMEM's
+// memfd as fd "umem" and worker W's socket on port P as "xsk:W:P".
+void describe(HandedOverFastpath handed, handover::OfferPart& part);
+// The inverse, taking the part's fds. Throws std::invalid_argument for a part that does not fit.
+HandedOverFastpath handed_over_from(handover::OfferPart& part);
 
 // The workers' carries as bytes, and back (throws std::invalid_argument on a malformed body).
 std::vector<std::byte> pack(std::span<const WorkerCarry> carries);

@@ -21,37 +21,10 @@ json protocols_json(const config::Protocols& p) {
   return out;
 }
 
-// Which parts of a new config only take effect after a restart.
-std::vector<std::string> restart_required(const config::Config& running,
-                                          const config::Config& next) {
-  std::vector<std::string> keys;
-  const auto& a = running.control;
-  const auto& b = next.control;
-  if (a.socket != b.socket) keys.push_back("control.socket");
-  if (a.mode != b.mode) keys.push_back("control.mode");
-  if (a.group != b.group) keys.push_back("control.group");
-  if (a.max_connections != b.max_connections) keys.push_back("control.max_connections");
-  if (a.admin_reserved_connections != b.admin_reserved_connections) {
-    keys.push_back("control.admin_reserved_connections");
-  }
-  if (a.max_connections_per_uid != b.max_connections_per_uid) {
-    keys.push_back("control.max_connections_per_uid");
-  }
-  if (a.tcp != b.tcp) keys.push_back("control.tcp");
-  const auto& m = running.metrics;
-  const auto& n = next.metrics;
-  if (m.listen != n.listen) keys.push_back("metrics.listen");
-  if (m.max_connections != n.max_connections) keys.push_back("metrics.max_connections");
-  if (m.max_connections_per_source != n.max_connections_per_source) {
-    keys.push_back("metrics.max_connections_per_source");
-  }
-  if (m.request_timeout_ms != n.request_timeout_ms) keys.push_back("metrics.request_timeout_ms");
-  return keys;
-}
-
 }  // namespace
 
 json Daemon::State::tcp_control_listen() const {
+  const control::ControlServer* control = control_plane.server();
   auto bound = control ? control->tcp_endpoint() : std::nullopt;
   return bound ? json(bound->to_string()) : json();
 }
@@ -65,43 +38,38 @@ std::string Daemon::State::summary() const {
   return fmt::format(
       "{} services ({} udp, {} tcp), {} routes, XDP on {} interfaces, {} AF_XDP "
       "workers; control {}; metrics {}",
-      config->services.size(), udp, tcp, config->routes.size(), xdp ? xdp->attached_count() : 0,
-      fastpath ? fastpath->worker_count() : 0, config->control.socket,
+      config->services.size(), udp, tcp, config->routes.size(),
+      xdp_plane.plane() ? xdp_plane.plane()->attached_count() : 0,
+      fastpath_plane.plane() ? fastpath_plane.plane()->worker_count() : 0, config->control.socket,
       config->metrics.listen ? config->metrics.listen->to_string() : "off");
 }
 
 json Daemon::State::reload(const std::string& reason) {
   log::info("reloading {} ({})", config_path, reason);
+  auto reject = [this](const std::exception& e) {
+    ++reload_failures;
+    last_reload_error = e.what();
+    log::error("reload rejected, the running configuration stays in force: {}", e.what());
+    return control::CommandError("rejected", e.what());
+  };
   config::Config next;
   try {
     next = config::load_config(config_path);
   } catch (const config::ConfigError& e) {
-    ++reload_failures;
-    last_reload_error = e.what();
-    log::error("reload rejected, the running configuration stays in force: {}", e.what());
-    throw control::CommandError("rejected", e.what());
+    throw reject(e);
   }
+  // Every plane checks `next` before any applies it: a refusal changes none of them.
+  ApplyNotes notes;
   try {
-    apply_data_plane(next);
+    const config::Config running = admin::effective_config(*config, admin);
+    planes.apply(admin::effective_config(next, admin), &running, notes);
   } catch (const std::exception& e) {
-    ++reload_failures;
-    last_reload_error = e.what();
-    log::error("reload rejected, the running configuration stays in force: {}", e.what());
-    try {
-      apply_data_plane(*config);  // re-establish what the old config had, if the change removed any
-    } catch (const std::exception& again) {
-      log::error("restoring the running configuration's data plane failed too: {}", again.what());
-    }
-    throw control::CommandError("rejected", e.what());
+    throw reject(e);
   }
-  // TCP services: a listener that cannot be bound is reported, the rest of the reload stands.
-  tcp::TcpApplyResult tcp_result = tcp->apply(admin::effective_config(next, admin));
   admin.configure(next.services);  // the reload stands: forget the backends it removed
-  for (const auto& err : tcp_result.errors) log::error("reload: {}", err);
-  auto pending = restart_required(*config, next);
-  pending.insert(pending.end(), tcp_result.restart_required.begin(),
-                 tcp_result.restart_required.end());
-  for (const auto& key : pending) {
+  // TCP services: a listener that cannot be bound is reported, the rest of the reload stands.
+  for (const auto& err : notes.errors) log::error("reload: {}", err);
+  for (const auto& key : notes.restart_required) {
     log::warning("reload: {} changed; the new value takes effect after a restart", key);
   }
   // Keys that need a restart keep their running values, so status tells the truth.
@@ -114,11 +82,11 @@ json Daemon::State::reload(const std::string& reason) {
   ++reloads;
   last_reload_error.reset();
   log::notice("reloaded {}: {}", config_path, summary());
-  refresh_announcements();
+  announce_plane.refresh();
   return {{"reloaded", true},
           {"config_path", config_path},
-          {"restart_required", pending},
-          {"tcp", tcp_result.to_json()}};
+          {"restart_required", notes.restart_required},
+          {"tcp", notes.details.value("tcp", json())}};
 }
 
 json Daemon::State::status_report() const {
@@ -126,10 +94,15 @@ json Daemon::State::status_report() const {
   auto beats = heartbeats.inspect(kStaleAfter);
   std::size_t alive = 0;
   for (const auto& b : beats) alive += b.alive;
+  const control::ControlServer* control = control_plane.server();
+  const metrics::MetricsHttpServer* metrics_http = metrics_plane.server();
+  const tcp::TcpPlane* tcp = tcp_plane.plane();
   json xdp_status;
-  if (xdp) {
+  if (const xdp::XdpPlane* xdp = xdp_plane.plane()) {
     xdp_status = xdp->status();
-    if (fastpath) fastpath->annotate_status(xdp_status);
+    if (const fastpath::FastpathPlane* fastpath = fastpath_plane.plane()) {
+      fastpath->annotate_status(xdp_status);
+    }
   }
   return json{
       {"version", FERRY_VERSION},
@@ -151,8 +124,8 @@ json Daemon::State::status_report() const {
       {"services", config->services.size()},
       {"tcp", tcp ? tcp->status() : json()},
       {"routes", config->routes.size()},
-      {"health", health::health_status(health, health_checker.get())},
-      {"announce", announcer ? announcer->report() : json()},
+      {"health", health::health_status(health, health_plane.checker())},
+      {"announce", announce_plane.announcer() ? announce_plane.report() : json()},
       {"workers", {{"total", beats.size()}, {"alive", alive}}},
       {"upgrade", upgrade_status()},
       {"handover", handover},
@@ -162,13 +135,14 @@ json Daemon::State::status_report() const {
 json Daemon::State::services_report() const {
   json out = json::array();
   std::map<std::pair<std::string, std::string>, json> health_of;
-  json health_now = health::health_status(health, health_checker.get());
+  json health_now = health::health_status(health, health_plane.checker());
   for (auto& b : health_now["backends"]) {
     std::pair<std::string, std::string> key{b["service"], b["address"]};
     b.erase("service");
     health_of.emplace(std::move(key), std::move(b));
   }
   // Per TCP service (echo, proxy): listener, open connections, proxy state.
+  const tcp::TcpPlane* tcp = tcp_plane.plane();
   json tcp_services = tcp ? tcp->services() : json::object();
   for (const auto& svc : config->services) {
     json backends = json::array();
@@ -213,9 +187,11 @@ json Daemon::State::services_report() const {
 
 json Daemon::State::workers_report() const {
   json out = json::array();
+  const fastpath::FastpathPlane* fastpath = fastpath_plane.plane();
   json details = fastpath ? fastpath->worker_details() : json::object();
   json tcp_details = json::object();
-  for (const auto& w : tcp->workers()) {
+  const tcp::TcpPlane* tcp = tcp_plane.plane();
+  for (const auto& w : tcp ? tcp->workers() : json::array()) {
     json counters = w;
     counters.erase("worker");
     tcp_details[w.value("worker", "")] = std::move(counters);
@@ -233,7 +209,7 @@ json Daemon::State::workers_report() const {
 }
 
 void Daemon::State::collect(metrics::SnapshotBuilder& out) const {
-  health::collect_health(health, health_checker.get(), out);
+  health::collect_health(health, health_plane.checker(), out);
   constexpr const char* kUpgradesHelp =
       "Upgrades this ferryd ran (ferryctl upgrade, SIGUSR2), by result: ok = handed over.";
   out.counter("ferry_upgrades_total", kUpgradesHelp, {{"result", "ok"}},

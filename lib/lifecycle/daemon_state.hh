@@ -1,6 +1,18 @@
-// What the daemon owns while it runs, in construction order (teardown is the reverse). Shared by
+// What the daemon owns while it runs: the boards every plane shares, the planes in start order
+// (teardown is the reverse), the control thread and the upgrade's conversation. Shared by
 // daemon.cc (lifecycle) and the files that give the control commands (control_commands.hh) what
 // they read and change.
+//
+// Threads, and what each may touch:
+// * the supervisor (Daemon::run): everything, while the control thread does not run (before it
+//   starts and after it is joined); meanwhile only the notifier, the heartbeats, the atomics
+//   and what it runs on the control thread (on_control_thread()).
+// * the control thread (`io`): the config, the counters, the planes (plane.hh), the upgrade's
+//   state; every control command, reload, health refresh and link event runs here.
+// * the upgrade thread (upgrade.cc): the channel to the new ferryd, upgrade_channel under
+//   upgrade_mutex, the atomics; the planes only through on_control_thread().
+// * the health checker's thread: the health board, and posts to the control thread.
+// * the workers (fast path, io_uring): their own state, the boards (atomics) and heartbeats.
 #pragma once
 
 #include <sys/types.h>
@@ -11,33 +23,32 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <chrono>
+#include <functional>
 #include <future>
-#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
-#include <string_view>
 #include <thread>
 
 #include "lib/admin/admin_board.hh"
-#include "lib/announce/announcer.hh"
 #include "lib/config/config.hh"
 #include "lib/control/commands.hh"
-#include "lib/control/server.hh"
-#include "lib/fastpath/fastpath_plane.hh"
-#include "lib/fastpath/link_watch.hh"
-#include "lib/handover/channel.hh"
+#include "lib/handover/offer.hh"
 #include "lib/health/health_board.hh"
-#include "lib/health/health_checker.hh"
+#include "lib/lifecycle/announce_plane.hh"
 #include "lib/lifecycle/control_commands.hh"
+#include "lib/lifecycle/control_plane.hh"
 #include "lib/lifecycle/daemon.hh"
+#include "lib/lifecycle/fastpath_plane.hh"
+#include "lib/lifecycle/health_plane.hh"
 #include "lib/lifecycle/heartbeat.hh"
+#include "lib/lifecycle/metrics_plane.hh"
+#include "lib/lifecycle/plane_list.hh"
 #include "lib/lifecycle/systemd_notifier.hh"
-#include "lib/metrics/http_server.hh"
+#include "lib/lifecycle/tcp_service_plane.hh"
+#include "lib/lifecycle/xdp_program_plane.hh"
 #include "lib/metrics/registry.hh"
-#include "lib/tcp_plane/tcp_plane.hh"
-#include "lib/xdp/xdp_plane.hh"
 
 namespace ferry::lifecycle {
 
@@ -62,38 +73,31 @@ struct UpgradeState {
 struct Daemon::State final : CommandTarget {
   State(std::string path, config::Config initial);
 
-  // Re-reads the config file and applies it; on an invalid file the running config stays and
-  // control::CommandError("rejected", "FILE:LINE:COL: message") is thrown. Control thread only.
+  // Starting afresh (`offer` null) and taking over are one sequence: every plane starts (from
+  // its part of the offer), `await_pause` has the running ferryd pause what cannot run in two
+  // processes (a takeover only), and every plane serves. Throws with the reason, the planes
+  // already unwound in reverse (takeover.cc).
+  void bring_up(handover::Offer* offer,
+                const std::function<handover::Offer()>& await_pause = nullptr);
+
+  // Re-reads the config file and applies it to every plane, all or nothing; on an invalid file
+  // or a plane that refuses it the running config stays and control::CommandError("rejected",
+  // "FILE:LINE:COL: message") is thrown. Control thread only.
   nlohmann::json reload(const std::string& reason) override;
-  // Brings the XDP program and the AF_XDP fast path in line with `configured` with the operator's
-  // steering applied (startup, reload, `backend`); see data_plane.cc for the order. Throws,
-  // leaving the caller to re-apply the running config.
+  // Brings the health checks, the XDP program, the fast path and the announcer in line with
+  // `configured` (the operator's steering applied): an interface's return, a failed handover's
+  // recovery. Throws.
   void apply_data_plane(const config::Config& configured);
-  // The `backend` command: applies the admin board's change to both data planes.
+  // The `backend` command: applies the admin board's change to every plane.
   void apply_steering() override;
-  // Hands `next`'s checked backends to the health checker (started on first need) and drops
-  // removed backends from the board; part of apply_data_plane.
-  void apply_health(const config::Config& next);
   // Rebuilds the fast path's tables after health transitions; posted to the control thread.
   void refresh_backends();
-  // Rebuilds and publishes the fast path's tables from the running config (no-op without a fast
-  // path), logging `why` and the time it took; a failure is logged and the previous tables stay.
-  void rebuild_fastpath_tables(std::string_view why);
-  // A fast-path interface came back (link_watch): apply_data_plane() with the running config,
+  // A fast-path interface came back (link watch): apply_data_plane() with the running config,
   // as a reload would; posted to the control thread.
   void rebind_data_plane();
-  // Hands the fast path's bound interfaces to link_watch (creating it with the first plane).
-  void follow_links();
-  // announcing.cc: creates, re-configures or removes the announcer for `next` (part of
-  // apply_data_plane, so a failure rejects a reload); refresh_announcements() brings the routes
-  // in line with the running config, health and admin state (after start, reload, `backend`,
-  // health transitions and first passing checks; post_announce_refresh() from other threads);
-  // withdraw_announcements() on stop, returning how many VIPs were announced.
-  void apply_announce(const config::Config& next);
-  void refresh_announcements();
-  void post_announce_refresh();
-  std::size_t withdraw_announcements();
-  nlohmann::json announce_report() const override;
+  // Why this host cannot serve `service` itself, whatever its backends ("" when it can).
+  std::string not_served(const config::ServiceConfig& service) const;
+  nlohmann::json announce_report() const override { return announce_plane.report(); }
   std::string summary() const;
   nlohmann::json tcp_control_listen() const;  // the bound address, or null when off
   // daemon_reports.cc: what status, services and workers answer.
@@ -106,11 +110,6 @@ struct Daemon::State final : CommandTarget {
   admin::AdminBoard& admin_board() override { return admin; }
   health::HealthBoard& health_board() override { return health; }
   void collect(metrics::SnapshotBuilder& out) const;
-  // The TCP plane, its workers enrolled for heartbeats, honouring `health`; not started.
-  std::unique_ptr<tcp::TcpPlane> make_tcp_plane();
-  // The /metrics endpoint on metrics.listen with the config's budgets; not started. Only when
-  // metrics.listen is set.
-  std::unique_ptr<metrics::MetricsHttpServer> make_metrics_http();
 
   // upgrade.cc, the running ferryd's side of a handover. start_upgrade() (control thread; the
   // `upgrade` command and SIGUSR2) starts the binary at self_binary with --takeover; the new
@@ -122,18 +121,20 @@ struct Daemon::State final : CommandTarget {
   // The upgrade thread's body: run_upgrade(), and a fatal stop if anything escapes even its
   // recovery (the planes may be half paused).
   void guarded_upgrade(pid_t pid, UniqueFd pidfd);
-  // On the control thread, from the upgrade thread: what is handed over, and the commit.
-  nlohmann::json handover_offer(std::vector<UniqueFd>& fds);
+  // On the control thread, from the upgrade thread: the offer, the pause, and the commit.
+  handover::Offer handover_offer();
+  handover::Offer pause_for_handover();
   void commit_handover(pid_t successor);
   void recover_from_failed_handover(bool paused, const std::string& why);
   nlohmann::json upgrade_status() const;
   void stop_upgrade();  // the stop: ends a running upgrade's conversation
-  // takeover.cc, the new ferryd's side: everything run() brings up, from what the running
-  // ferryd hands over. Throws with the reason, which the running ferryd is told too.
+  // takeover.cc, the new ferryd's side: bring_up() from what the running ferryd hands over.
+  // Throws with the reason, which the running ferryd is told too.
   void take_over(const std::string& socket_path);
 
+  // Control thread (the supervisor reads `config` while the control thread does not run).
   const std::string config_path;
-  std::shared_ptr<const config::Config> config;  // read and swapped on the control thread only
+  std::shared_ptr<const config::Config> config;
   std::chrono::system_clock::time_point started_at = std::chrono::system_clock::now();
   std::chrono::steady_clock::time_point started_steady = std::chrono::steady_clock::now();
   std::chrono::system_clock::time_point config_loaded_at = started_at;
@@ -141,39 +142,49 @@ struct Daemon::State final : CommandTarget {
   std::uint64_t reload_failures = 0;
   std::optional<std::string> last_reload_error;
 
-  SystemdNotifier notifier;
-  metrics::Registry registry;
-  HeartbeatBoard heartbeats;
+  SystemdNotifier notifier;    // supervisor; main_pid() from the control thread at the commit
+  metrics::Registry registry;  // any thread
+  HeartbeatBoard heartbeats;   // any thread
   boost::asio::io_context io;
   control::AccessPolicy policy;
   control::CommandTable commands;
   metrics::Registry::Handle process_metrics;
   metrics::Registry::Handle daemon_metrics;
-  std::unique_ptr<control::ControlServer> control;
-  std::unique_ptr<metrics::MetricsHttpServer> metrics_http;
   // The operator's drain/disable/weight per backend (the `backend` command); read when the
-  // planes' tables are built.
+  // planes' tables are built. Control thread.
   admin::AdminBoard admin;
   // Backend up/down flags: written by the health checker, read by the fast path and the proxy,
-  // so it outlives both.
+  // so it outlives every plane.
   health::HealthBoard health;
-  // Writes `health`; created when a service first has health checks, stopped before the planes.
-  std::unique_ptr<health::HealthChecker> health_checker;
   std::atomic<bool> backends_refresh_posted{false};  // coalesces transitions into one rebuild
-  std::unique_ptr<xdp::XdpPlane> xdp;
-  std::unique_ptr<fastpath::FastpathPlane> fastpath;  // uses xdp's maps: goes first
-  std::unique_ptr<tcp::TcpPlane> tcp;  // io_uring workers and TCP services; started last
-  // Follows the fast path's interfaces across re-binds (created with the first one); runs on `io`.
-  std::unique_ptr<fastpath::LinkWatch> link_watch;
-  // The VIP routes for the routing daemon (announce on); `announcing` is set once every plane
-  // serves, and cleared when the stop withdraws them.
-  std::unique_ptr<announce::Announcer> announcer;
-  bool announcing = false;
-  std::atomic<bool> announce_refresh_posted{false};
-  // By VIP: when the fast path's flows to it were last reset (announced again); see announcing.cc.
-  std::map<std::string, std::uint32_t> flows_reset_ms;
-  boost::asio::steady_timer announce_timer{io};  // reconcile, every few seconds
-  boost::asio::steady_timer settle_timer{io};    // the next VIP whose health view settles
+
+  // The planes, in start order; plane.hh says which thread may call what.
+  PlaneContext context{io, registry, heartbeats, admin, health};
+  ControlPlane control_plane{context, commands, policy,
+                             [this](UniqueFd socket, const control::Peer& peer) {
+                               take_handover_socket(std::move(socket), peer);
+                             }};
+  MetricsPlane metrics_plane{context};
+  // Before the fast path: a takeover's health states are on the board before its tables.
+  HealthPlane health_plane{context,
+                           [this] {
+                             // The rebuild (Maglev over every UDP service) runs on the control
+                             // thread, once for however many transitions arrive before it runs.
+                             if (backends_refresh_posted.exchange(true)) return;
+                             boost::asio::post(io, [this] { refresh_backends(); });
+                           },
+                           [this] { announce_plane.post_refresh(); }};
+  XdpProgramPlane xdp_plane{context};
+  AfXdpPlane fastpath_plane{context, xdp_plane, [this] { rebind_data_plane(); }};
+  // Created before the TCP services; announces once every plane serves.
+  AnnouncePlane announce_plane{
+      context, config, fastpath_plane,
+      [this](const config::ServiceConfig& service) { return not_served(service); }};
+  TcpServicePlane tcp_plane{context};  // io_uring workers and TCP services; started last
+  PlaneList planes{{&control_plane, &metrics_plane, &health_plane, &xdp_plane, &fastpath_plane,
+                    &announce_plane, &tcp_plane}};
+  // The same planes' apply() for apply_data_plane(), without the TCP side.
+  PlaneList data_planes{{&health_plane, &xdp_plane, &fastpath_plane, &announce_plane}};
 
   // The control thread: runs `io` and beats its heartbeat from a timer on the same loop, so a
   // wedged handler stops the beat and the watchdog notices.
@@ -183,9 +194,9 @@ struct Daemon::State final : CommandTarget {
   std::thread control_thread;
 
   // The handover (upgrade.cc, takeover.cc).
-  StartOptions start_options;
-  std::string self_binary;  // /proc/self/exe as it was at start
-  UpgradeState upgrade;     // control thread
+  StartOptions start_options;  // set before run()
+  std::string self_binary;     // /proc/self/exe as it was at start
+  UpgradeState upgrade;        // control thread
   std::mutex upgrade_mutex;
   UniqueFd upgrade_channel;  // the new process's request, until the upgrade thread takes it
   UniqueFd upgrade_wake;     // eventfd: the channel arrived, or the stop wants the thread out
@@ -197,9 +208,6 @@ struct Daemon::State final : CommandTarget {
   std::atomic<std::uint64_t> upgrades_ok{0};
   std::atomic<std::uint64_t> upgrades_failed{0};
   std::atomic<bool> upgrade_stopping{false};
-  // A takeover hands these to apply_data_plane() and apply_announce(), which take them once.
-  std::optional<fastpath::HandedOverFastpath> handed_fastpath;
-  std::optional<std::vector<net::IpAddress>> carried_vips;
 };
 
 // Runs `fn` on the control thread and waits for it; exceptions come back to the caller.

@@ -1,6 +1,7 @@
 // The running ferryd's side of a handover: start the binary on disk with --takeover, hand it
-// the listening sockets, the XDP links and maps, the AF_XDP sockets and the UMEM, stop the
-// fast-path workers for it, and once it serves, stop accepting and drain. Any failure of the new
+// every plane's part of the offer (the listening sockets, the XDP links and maps, the AF_XDP
+// sockets and the UMEM, the boards' state), pause the fast-path workers for it, and once it
+// serves, release every plane and drain. Any failure of the new
 // process before it serves leaves this one serving as it was (docs/operations.md).
 #include <fmt/format.h>
 #include <poll.h>
@@ -17,11 +18,11 @@
 #include <cstring>
 #include <thread>
 
-#include "lib/admin/effective_config.hh"
 #include "lib/common/log.hh"
 #include "lib/common/thread_guard.hh"
 #include "lib/common/time_text.hh"
 #include "lib/control/protocol.hh"
+#include "lib/lifecycle/admin_part.hh"
 #include "lib/lifecycle/daemon_state.hh"
 
 extern char** environ;
@@ -50,11 +51,6 @@ std::string exit_text(pid_t pid) {
   if (WIFEXITED(status)) return fmt::format("it exited with status {}", WEXITSTATUS(status));
   if (WIFSIGNALED(status)) return fmt::format("it was killed by signal {}", WTERMSIG(status));
   return "it exited";
-}
-
-std::uint32_t fd_index(std::vector<UniqueFd>& fds, UniqueFd fd) {
-  fds.push_back(std::move(fd));
-  return static_cast<std::uint32_t>(fds.size() - 1);
 }
 
 }  // namespace
@@ -149,88 +145,24 @@ json Daemon::State::upgrade_status() const {
           {"started_at", upgrade.started_at ? json(iso8601_utc(*upgrade.started_at)) : json()}};
 }
 
-json Daemon::State::handover_offer(std::vector<UniqueFd>& fds) {
-  json offer = {
-      {"type", "offer"}, {"version", FERRY_VERSION}, {"from_pid", static_cast<int>(getpid())}};
-  json control_fds = {{"unix", -1}, {"tcp", -1}};
-  if (control) {
-    if (int fd = control->unix_fd(); fd >= 0) control_fds["unix"] = fd_index(fds, duplicate_fd(fd));
-    if (int fd = control->tcp_fd(); fd >= 0) control_fds["tcp"] = fd_index(fds, duplicate_fd(fd));
-  }
-  offer["control"] = control_fds;
-  offer["metrics"] = -1;
-  if (metrics_http && metrics_http->listening_fd() >= 0) {
-    offer["metrics"] = fd_index(fds, duplicate_fd(metrics_http->listening_fd()));
-  }
-  offer["xdp"] = nullptr;
-  if (xdp) {
-    xdp::HandedOverXdp handed = xdp->hand_over();
-    json maps = json::object();
-    for (auto& [name, fd] : handed.maps) maps[name] = fd_index(fds, std::move(fd));
-    json links = json::array();
-    for (auto& l : handed.links) {
-      links.push_back({{"ifname", l.ifname},
-                       {"ifindex", l.ifindex},
-                       {"mode", l.mode == xdp::AttachMode::native ? "native" : "generic"},
-                       {"requested", static_cast<int>(l.requested)},
-                       {"fd", fd_index(fds, std::move(l.link))}});
-    }
-    offer["xdp"] = {{"maps", maps}, {"links", links}, {"service_ids", handed.service_ids}};
-  }
-  offer["fastpath"] = nullptr;
-  if (fastpath) {
-    std::vector<int> raw;
-    fastpath::HandedOverFastpath handed = fastpath->hand_over();
-    json d = fastpath::describe(handed, raw);
-    // describe() numbers its fds from 0; shift them past the ones already listed.
-    std::uint32_t base = static_cast<std::uint32_t>(fds.size());
-    d["memfd"] = d["memfd"].get<std::uint32_t>() + base;
-    for (auto& ports : d["workers"]) {
-      for (auto& p : ports) p["fd"] = p["fd"].get<std::uint32_t>() + base;
-    }
-    fds.push_back(std::move(handed.memfd));
-    for (auto& ports : handed.sockets) {
-      for (auto& sock : ports) fds.push_back(std::move(sock.fd));
-    }
-    offer["fastpath"] = std::move(d);
-  }
-  json listeners = json::array();
-  if (tcp) {
-    for (tcp::HandedOverListener& l : tcp->hand_over_listeners()) {
-      json idx = json::array();
-      for (UniqueFd& fd : l.fds) idx.push_back(fd_index(fds, std::move(fd)));
-      listeners.push_back({{"service", l.service},
-                           {"kind", l.kind},
-                           {"configured", l.configured.to_string()},
-                           {"fds", idx}});
-    }
-  }
-  offer["tcp"] = std::move(listeners);
-  json admin_state = json::array();
-  for (const admin::BackendSteering& b : admin.snapshot()) {
-    if (b.admin == admin::BackendAdmin{}) continue;
-    admin_state.push_back({{"service", b.service},
-                           {"backend", b.backend.to_string()},
-                           {"state", std::string(admin::to_string(b.admin.state))},
-                           {"weight", b.admin.weight ? json(*b.admin.weight) : json()}});
-  }
-  json health_state = json::array();
-  for (const auto& e : health.snapshot()) {
-    health_state.push_back({{"service", e.service},
-                            {"backend", e.backend.to_string()},
-                            {"up", e.up},
-                            {"passed", health.state(e.service, e.backend)->passed.load()}});
-  }
-  json announced = json::array();
-  if (announcer) {
-    for (const net::IpAddress& vip : announcer->announced_vips())
-      announced.push_back(vip.to_string());
-  }
-  offer["state"] = {{"admin", admin_state},
-                    {"health", health_state},
-                    {"announced", announced},
-                    {"flows_reset_ms", flows_reset_ms}};
+handover::Offer Daemon::State::handover_offer() {
+  handover::Offer offer;
+  offer.version = FERRY_VERSION;
+  offer.from_pid = static_cast<int>(getpid());
+  describe_admin(admin, offer.part("admin"));
+  planes.describe(offer);
   return offer;
+}
+
+// From here until the new workers run, no frame is processed (the rings keep what arrives).
+handover::Offer Daemon::State::pause_for_handover() {
+  handover::Offer paused;
+  paused.stage = "paused";
+  paused.version = FERRY_VERSION;
+  paused.from_pid = static_cast<int>(getpid());
+  planes.pause(paused);
+  paused.at_ns = handover::shared_clock_ns();
+  return paused;
 }
 
 void Daemon::State::guarded_upgrade(pid_t pid, UniqueFd pidfd) {
@@ -239,64 +171,85 @@ void Daemon::State::guarded_upgrade(pid_t pid, UniqueFd pidfd) {
   }
 }
 
+namespace {
+
+void send(handover::Channel& channel, const handover::Offer& offer) {
+  handover::Offer::Wire wire = offer.encode();
+  channel.send(wire.head, wire.body, wire.fds);
+}
+
+handover::Message expect(handover::Channel& channel, std::string_view type,
+                         std::chrono::milliseconds timeout) {
+  handover::Message m = channel.receive(timeout);
+  if (m.head.value("type", "") != type) throw handover::ChannelError("unexpected message");
+  return m;
+}
+
+// Waits for the new process to ask for the handover (its socket, through
+// take_handover_socket()), or to die trying.
+UniqueFd await_channel(Daemon::State& s, pid_t pid, const UniqueFd& pidfd) {
+  auto deadline = std::chrono::steady_clock::now() + kConnectTimeout;
+  for (;;) {
+    {
+      std::lock_guard lock(s.upgrade_mutex);
+      if (s.upgrade_channel) return std::move(s.upgrade_channel);
+    }
+    if (s.handed_over.load() || s.upgrade_stopping.load()) {
+      throw handover::ChannelError("ferryd is stopping");
+    }
+    auto left =
+        std::chrono::duration_cast<milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) {
+      ::kill(pid, SIGTERM);
+      throw handover::ChannelError("it did not ask for the handover within 30 s");
+    }
+    pollfd pfds[2] = {{s.upgrade_wake.get(), POLLIN, 0}, {pidfd.get(), POLLIN, 0}};
+    int n =
+        ::poll(pfds, pidfd ? 2 : 1, static_cast<int>(std::min<std::int64_t>(left.count(), 1000)));
+    if (n > 0 && (pfds[0].revents & POLLIN)) {
+      std::uint64_t v;
+      if (::read(s.upgrade_wake.get(), &v, sizeof(v)) < 0) {
+      }
+    }
+    if (n > 0 && pidfd && (pfds[1].revents & POLLIN)) {
+      std::lock_guard lock(s.upgrade_mutex);
+      if (!s.upgrade_channel) throw handover::ChannelError(exit_text(pid));
+    }
+  }
+}
+
+// A failed new process must be gone before this one binds again, since it holds the same
+// sockets (a queue with a live socket reads busy). Returns how it ended.
+std::string end_failed_successor(pid_t pid, const UniqueFd& pidfd) {
+  pollfd p{pidfd.get(), POLLIN, 0};
+  if (::poll(&p, 1, 200) <= 0) {
+    ::kill(pid, SIGTERM);
+    if (::poll(&p, 1, 5000) <= 0) {
+      ::kill(pid, SIGKILL);
+      ::poll(&p, 1, 5000);
+    }
+  }
+  return exit_text(pid);
+}
+
+}  // namespace
+
+// The conversation: the offer, the new process ready, the pause, the new process serving, the
+// commit. `paused` tells a failure whether the fast path here was paused.
 void Daemon::State::run_upgrade(pid_t pid, UniqueFd pidfd) {
   bool paused = false;
   std::string failure;
   try {
-    // Wait for the new process to ask for the handover, or to die trying.
-    auto deadline = std::chrono::steady_clock::now() + kConnectTimeout;
-    UniqueFd socket;
-    for (;;) {
-      {
-        std::lock_guard lock(upgrade_mutex);
-        if (upgrade_channel) socket = std::move(upgrade_channel);
-      }
-      if (socket) break;
-      if (handed_over.load() || upgrade_stopping.load()) {
-        throw handover::ChannelError("ferryd is stopping");
-      }
-      auto left =
-          std::chrono::duration_cast<milliseconds>(deadline - std::chrono::steady_clock::now());
-      if (left.count() <= 0) {
-        ::kill(pid, SIGTERM);
-        throw handover::ChannelError("it did not ask for the handover within 30 s");
-      }
-      pollfd pfds[2] = {{upgrade_wake.get(), POLLIN, 0}, {pidfd.get(), POLLIN, 0}};
-      int n =
-          ::poll(pfds, pidfd ? 2 : 1, static_cast<int>(std::min<std::int64_t>(left.count(), 1000)));
-      if (n > 0 && (pfds[0].revents & POLLIN)) {
-        std::uint64_t v;
-        if (::read(upgrade_wake.get(), &v, sizeof(v)) < 0) {
-        }
-      }
-      if (n > 0 && pidfd && (pfds[1].revents & POLLIN)) {
-        std::lock_guard lock(upgrade_mutex);
-        if (!upgrade_channel) throw handover::ChannelError(exit_text(pid));
-      }
-    }
+    UniqueFd socket = await_channel(*this, pid, pidfd);
     upgrade_socket.store(socket.get());
     handover::Channel channel(std::move(socket));
-    std::vector<UniqueFd> fds;
-    json offer = on_control_thread(*this, [&] { return handover_offer(fds); });
-    std::vector<int> raw;
-    for (const UniqueFd& fd : fds) raw.push_back(fd.get());
-    channel.send(offer, {}, raw);
-    fds.clear();  // the new process has its own copies now
-    handover::Message ready = channel.receive(kReadyTimeout);
-    if (ready.head.value("type", "") != "ready") throw handover::ChannelError("unexpected message");
-    // The pause: from here until the new workers run, no frame is processed (the rings keep
-    // what arrives).
-    auto [carries, paused_ns] = on_control_thread(*this, [&] {
-      std::vector<fastpath::WorkerCarry> c;
-      if (fastpath) c = fastpath->stop_for_handover();
-      return std::pair(fastpath::pack(c), handover::shared_clock_ns());
-    });
+    // The offer's fds are copies: they close here once sent, the new process has its own.
+    send(channel, on_control_thread(*this, [this] { return handover_offer(); }));
+    expect(channel, "ready", kReadyTimeout);
+    handover::Offer carried = on_control_thread(*this, [this] { return pause_for_handover(); });
     paused = true;
-    channel.send({{"type", "paused"}, {"paused_at_ns", paused_ns}}, carries);
-    handover::Message serving = channel.receive(kServingTimeout);
-    if (serving.head.value("type", "") != "serving") {
-      throw handover::ChannelError("unexpected message");
-    }
+    send(channel, carried);
+    handover::Message serving = expect(channel, "serving", kServingTimeout);
     on_control_thread(*this, [&] { commit_handover(pid); });
     log::notice("upgrade: handed over to ferryd pid {} (fast path paused {} us); draining", pid,
                 serving.head.value("pause_us", 0));
@@ -312,18 +265,8 @@ void Daemon::State::run_upgrade(pid_t pid, UniqueFd pidfd) {
     failure = e.what();
   }
   upgrade_socket.store(-1);
-  // The new process has failed: it must be gone before this one binds again, since it holds the
-  // same sockets (a queue with a live socket reads busy).
   if (pidfd) {
-    pollfd p{pidfd.get(), POLLIN, 0};
-    if (::poll(&p, 1, 200) <= 0) {
-      ::kill(pid, SIGTERM);
-      if (::poll(&p, 1, 5000) <= 0) {
-        ::kill(pid, SIGKILL);
-        ::poll(&p, 1, 5000);
-      }
-    }
-    std::string how = exit_text(pid);
+    std::string how = end_failed_successor(pid, pidfd);
     if (failure.find("closed the handover") != std::string::npos ||
         failure.find("did not answer") != std::string::npos) {
       failure += " (" + how + ")";
@@ -336,24 +279,13 @@ void Daemon::State::run_upgrade(pid_t pid, UniqueFd pidfd) {
   }
 }
 
+// The successor serves: every plane leaves it what it handed over (the fast path's sockets,
+// the XDP links, the routes) and stops accepting; the open connections here drain.
 void Daemon::State::commit_handover(pid_t successor) {
   handed_over.store(true);
   upgrade.state = "handed_over";
   ++upgrades_ok;
-  // The successor owns the fast path: this process's copies close without touching the XSKMAP.
-  if (fastpath) fastpath->handed_over();
-  link_watch.reset();
-  fastpath.reset();
-  if (xdp) xdp->handed_over();
-  xdp.reset();  // the links run the successor's program; closing the fds detaches nothing
-  if (announcer) announcer->release();  // the routes are the successor's
-  announcer.reset();
-  announcing = false;
-  announce_timer.cancel();
-  settle_timer.cancel();
-  if (control) control->stop_accepting();
-  if (metrics_http) metrics_http->stop_accepting();
-  if (tcp) tcp->stop_accepting();
+  planes.release();
   notifier.main_pid(successor, fmt::format("handed over to pid {}; draining", successor));
 }
 
@@ -363,12 +295,11 @@ void Daemon::State::recover_from_failed_handover(bool paused, const std::string&
   ++upgrades_failed;
   log::error("upgrade: {}; this ferryd serves on", upgrade.error);
   // The new process may have swapped its program in and written the maps for its config.
-  if (xdp) xdp->reclaim_links();
-  if (paused && fastpath) {
+  xdp_plane.reclaim_links();
+  if (paused && fastpath_plane.plane()) {
     // Its workers may have moved frames: the slabs' free stacks here are stale. Bind anew, as
     // a reload that changes the sockets does (the frames in flight are lost).
-    fastpath->handed_over();  // leave the XSKMAP entries to the re-bind
-    fastpath.reset();
+    fastpath_plane.drop_paused();
     log::warning("upgrade: the fast path was paused for the new ferryd; binding it again");
   }
   // The kernel frees the dead process's sockets (and their hold on the queues) from a
@@ -384,7 +315,7 @@ void Daemon::State::recover_from_failed_handover(bool paused, const std::string&
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
   }
-  refresh_announcements();
+  announce_plane.refresh();
 }
 
 void Daemon::State::stop_upgrade() {

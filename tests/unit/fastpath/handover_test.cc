@@ -1,6 +1,6 @@
 // What a handover carries of the fast path: the workers' carries as bytes and back (and every
-// malformed body refused), and the kernel objects' description with its fds, memfds standing in
-// for the AF_XDP sockets.
+// malformed body refused), and the kernel objects as the fast path's part of a handover offer,
+// fds by name, memfds standing in for the AF_XDP sockets.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/mman.h>
@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "lib/fastpath/fastpath_handover.hh"
+#include "tests/unit/support/handover_support.hh"
 
 namespace ferry::fastpath {
 namespace {
@@ -119,18 +120,8 @@ TEST(FastpathCarry, AbsurdCountsAreRefusedBeforeAnythingIsAllocated) {
   EXPECT_THROW(unpack(with_u32(one, 24, 0xffffffff)), std::invalid_argument) << "entries";
 }
 
-// A memfd with its own inode: what an AF_XDP socket fd is to describe() and handed_over_from().
-UniqueFd stand_in(const char* name) {
-  UniqueFd fd(::memfd_create(name, MFD_CLOEXEC));
-  if (!fd) throw std::runtime_error("memfd_create");
-  return fd;
-}
-
-ino_t inode_of(int fd) {
-  struct stat st {};
-  EXPECT_EQ(::fstat(fd, &st), 0);
-  return st.st_ino;
-}
+using test::inode_of;
+using test::stand_in;
 
 xsk::HandedOverSocket socket_of(const char* ifname, int ifindex, std::uint32_t queue, bool shared) {
   xsk::HandedOverSocket s;
@@ -166,27 +157,46 @@ HandedOverFastpath two_workers_two_ports() {
   return h;
 }
 
-// What the peer receives: its own copies of the fds, in order.
-std::vector<UniqueFd> copies_of(const std::vector<int>& fds) {
-  std::vector<UniqueFd> out;
-  for (int fd : fds) out.emplace_back(::fcntl(fd, F_DUPFD_CLOEXEC, 0));
+// A copy to describe (which consumes it), its fds duplicates of `h`'s (the same inodes).
+HandedOverFastpath copy_of(const HandedOverFastpath& h) {
+  HandedOverFastpath out;
+  out.umem = h.umem;
+  out.hugepages = h.hugepages;
+  out.memfd = duplicate_fd(h.memfd.get());
+  for (const auto& ports : h.sockets) {
+    out.sockets.emplace_back();
+    for (const xsk::HandedOverSocket& s : ports) {
+      xsk::HandedOverSocket c{duplicate_fd(s.fd.get()),
+                              s.ifname,
+                              s.ifindex,
+                              s.queue,
+                              s.rx_entries,
+                              s.tx_entries,
+                              s.fill_entries,
+                              s.completion_entries,
+                              s.info};
+      out.sockets.back().push_back(std::move(c));
+    }
+  }
   return out;
 }
 
-TEST(FastpathHandover, TheDescriptionRoundTripsEveryFieldAndFd) {
-  const HandedOverFastpath sent = two_workers_two_ports();
-  std::vector<int> fds;
-  json description = describe(sent, fds);
-  ASSERT_EQ(fds.size(), 5u) << "the memfd and four sockets";
-  EXPECT_EQ(fds[0], sent.memfd.get()) << "memfd first";
-  EXPECT_EQ(fds[1], sent.sockets[0][0].fd.get());
-  EXPECT_EQ(fds[2], sent.sockets[0][1].fd.get());
-  EXPECT_EQ(fds[3], sent.sockets[1][0].fd.get());
-  EXPECT_EQ(fds[4], sent.sockets[1][1].fd.get());
+handover::Offer over_the_wire(const handover::Offer& offer) {
+  return test::over_the_wire(offer, "offer");
+}
 
-  std::vector<UniqueFd> received = copies_of(fds);
-  // Over the wire as text, as the channel carries it.
-  HandedOverFastpath got = handed_over_from(json::parse(description.dump()), received);
+TEST(FastpathHandover, ThePartRoundTripsEveryFieldAndFdByName) {
+  const HandedOverFastpath sent = two_workers_two_ports();
+  handover::Offer offer;
+  describe(copy_of(sent), offer.part("fastpath"));
+  const handover::OfferPart& written = offer.part("fastpath");
+  ASSERT_EQ(written.fd_count(), 5u) << "the memfd and four sockets";
+  for (const char* name : {"umem", "xsk:0:0", "xsk:0:1", "xsk:1:0", "xsk:1:1"}) {
+    EXPECT_TRUE(written.fds().contains(name)) << name;
+  }
+
+  handover::OfferPart part = over_the_wire(offer).take_part("fastpath");
+  HandedOverFastpath got = handed_over_from(part);
 
   EXPECT_EQ(got.umem.frame_count, 8192u);
   EXPECT_EQ(got.umem.frame_bytes, 4096u);
@@ -218,56 +228,31 @@ TEST(FastpathHandover, TheDescriptionRoundTripsEveryFieldAndFd) {
       EXPECT_EQ(a.info.need_wakeup, b.info.need_wakeup);
     }
   }
-  for (const UniqueFd& fd : received) EXPECT_FALSE(fd) << "every fd was taken by the state";
+  EXPECT_EQ(part.fd_count(), 0u) << "every fd was taken by the state";
 }
 
-TEST(FastpathHandover, IndicesCountFromTheFdsAlreadyInTheMessage) {
-  // The fast path's fds follow the listeners' in one message.
+TEST(FastpathHandover, AnotherPlanesFdsInTheSameOfferAreNotTheFastPaths) {
   const HandedOverFastpath sent = two_workers_two_ports();
-  UniqueFd listener = stand_in("listener");
-  std::vector<int> fds = {listener.get()};
-  json description = describe(sent, fds);
-  ASSERT_EQ(fds.size(), 6u);
-  EXPECT_EQ(description["memfd"], 1);
-  EXPECT_EQ(description["workers"][1][1]["fd"], 5);
-  std::vector<UniqueFd> received = copies_of(fds);
-  HandedOverFastpath got = handed_over_from(description, received);
+  handover::Offer offer;
+  offer.part("tcp").put_fd("listener", stand_in("listener"));
+  describe(copy_of(sent), offer.part("fastpath"));
+  handover::Offer received = over_the_wire(offer);
+  handover::OfferPart part = received.take_part("fastpath");
+  HandedOverFastpath got = handed_over_from(part);
   EXPECT_EQ(inode_of(got.memfd.get()), inode_of(sent.memfd.get()));
   EXPECT_EQ(inode_of(got.sockets[1][1].fd.get()), inode_of(sent.sockets[1][1].fd.get()));
-  EXPECT_TRUE(received[0]) << "the listener's fd is not the fast path's";
+  EXPECT_EQ(received.take_part("tcp").fd_count(), 1u) << "the listener stays the TCP part's";
 }
 
-TEST(FastpathHandover, AMissingOrReusedFdIndexIsRefused) {
+TEST(FastpathHandover, AMissingFdOrFieldIsRefused) {
   const HandedOverFastpath sent = two_workers_two_ports();
-  std::vector<int> fds;
-  const json description = describe(sent, fds);
-
-  json socket_past_end = description;
-  socket_past_end["workers"][1][0]["fd"] = 5;
-  json memfd_past_end = description;
-  memfd_past_end["memfd"] = 99;
-  json reused = description;
-  reused["workers"][1][1]["fd"] = 1;  // the first socket's, already taken
-  json no_fd = description;
-  no_fd["workers"][0][1].erase("fd");
-  json negative = description;
-  negative["workers"][0][0]["fd"] = -1;
-  json no_workers = description;
-  no_workers.erase("workers");
-  json no_frames = description;
-  no_frames.erase("frames");
-  for (const auto& [what, d] :
-       {std::pair{"socket fd past the end", &socket_past_end},
-        std::pair{"memfd past the end", &memfd_past_end}, std::pair{"fd used twice", &reused},
-        std::pair{"no fd", &no_fd}, std::pair{"negative fd", &negative},
-        std::pair{"no workers", &no_workers}, std::pair{"no frames", &no_frames}}) {
+  for (const char* what : {"xsk:1:0", "umem", "workers", "frames"}) {
     SCOPED_TRACE(what);
-    std::vector<UniqueFd> received = copies_of(fds);
-    EXPECT_THROW(handed_over_from(*d, received), std::invalid_argument);
+    handover::OfferPart part;
+    describe(copy_of(sent), part);
+    if (!part.take_fd(what)) part.fields.erase(what);
+    EXPECT_THROW(handed_over_from(part), std::invalid_argument);
   }
-  std::vector<UniqueFd> too_few = copies_of(fds);
-  too_few.pop_back();
-  EXPECT_THROW(handed_over_from(description, too_few), std::invalid_argument);
 }
 
 }  // namespace
