@@ -16,7 +16,9 @@ dict_arg=()
 [ -f "$dict" ] && dict_arg=(-dict="$dict")
 echo "$(basename "$fuzzer"): ${seconds} s, seeds $seeds, corpus $work/corpus"
 # -timeout: one input taking 10 s is a hang and counts as a finding. The outer timeout is a
-# backstop only, for a fuzzer that stops honouring -max_total_time.
+# backstop only, for a fuzzer that stops honouring -max_total_time. A finding exits 1: libFuzzer's
+# own 77 is what meson reads as "skipped", so a crash would have passed as a skip.
 exec timeout --kill-after=10 $((seconds + 120)) "$fuzzer" \
   -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
+  -error_exitcode=1 -timeout_exitcode=1 \
   -artifact_prefix="$work/crashes/" "${dict_arg[@]}" "$work/corpus" "$seeds"
