@@ -32,19 +32,15 @@ void ControlPlane::commit(const config::Config& next, ApplyNotes& notes) {
   if (!serving_) return;
   const config::ControlConfig& a = *serving_;
   const config::ControlConfig& b = next.control;
-  if (a.socket != b.socket) notes.restart_required.push_back("control.socket");
-  if (a.mode != b.mode) notes.restart_required.push_back("control.mode");
-  if (a.group != b.group) notes.restart_required.push_back("control.group");
-  if (a.max_connections != b.max_connections) {
-    notes.restart_required.push_back("control.max_connections");
-  }
-  if (a.admin_reserved_connections != b.admin_reserved_connections) {
-    notes.restart_required.push_back("control.admin_reserved_connections");
-  }
-  if (a.max_connections_per_uid != b.max_connections_per_uid) {
-    notes.restart_required.push_back("control.max_connections_per_uid");
-  }
-  if (a.tcp != b.tcp) notes.restart_required.push_back("control.tcp");
+  notes.restart_if_changed("control.socket", a.socket, b.socket);
+  notes.restart_if_changed("control.mode", a.mode, b.mode);
+  notes.restart_if_changed("control.group", a.group, b.group);
+  notes.restart_if_changed("control.max_connections", a.max_connections, b.max_connections);
+  notes.restart_if_changed("control.admin_reserved_connections", a.admin_reserved_connections,
+                           b.admin_reserved_connections);
+  notes.restart_if_changed("control.max_connections_per_uid", a.max_connections_per_uid,
+                           b.max_connections_per_uid);
+  notes.restart_if_changed("control.tcp", a.tcp, b.tcp);
 }
 
 void ControlPlane::stop() {

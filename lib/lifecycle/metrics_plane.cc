@@ -29,16 +29,12 @@ void MetricsPlane::commit(const config::Config& next, ApplyNotes& notes) {
   if (!serving_) return;
   const config::MetricsConfig& m = *serving_;
   const config::MetricsConfig& n = next.metrics;
-  if (m.listen != n.listen) notes.restart_required.push_back("metrics.listen");
-  if (m.max_connections != n.max_connections) {
-    notes.restart_required.push_back("metrics.max_connections");
-  }
-  if (m.max_connections_per_source != n.max_connections_per_source) {
-    notes.restart_required.push_back("metrics.max_connections_per_source");
-  }
-  if (m.request_timeout_ms != n.request_timeout_ms) {
-    notes.restart_required.push_back("metrics.request_timeout_ms");
-  }
+  notes.restart_if_changed("metrics.listen", m.listen, n.listen);
+  notes.restart_if_changed("metrics.max_connections", m.max_connections, n.max_connections);
+  notes.restart_if_changed("metrics.max_connections_per_source", m.max_connections_per_source,
+                           n.max_connections_per_source);
+  notes.restart_if_changed("metrics.request_timeout_ms", m.request_timeout_ms,
+                           n.request_timeout_ms);
 }
 
 void MetricsPlane::stop() {

@@ -20,6 +20,13 @@ struct ApplyNotes {
   std::vector<std::string> restart_required;
   std::vector<std::string> errors;
   nlohmann::json details = nlohmann::json::object();
+
+  // Notes `key` as taking effect only at restart when its value differs between the running
+  // config and the next one.
+  template <typename T>
+  void restart_if_changed(const char* key, const T& running, const T& next) {
+    if (running != next) restart_required.emplace_back(key);
+  }
 };
 
 // Threads: start(), serve() and stop() run on the supervisor while the control thread is not
