@@ -79,7 +79,6 @@ MaglevTable MaglevTable::build(std::span<const MaglevBackend> backends, std::uin
 MaglevTable MaglevTable::fill(std::vector<Input> ordered, std::uint32_t size) {
   auto built = std::make_shared<Built>();
   built->size = size;
-  built->backend_count = static_cast<std::uint32_t>(ordered.size());
   if (!ordered.empty()) {
     // Backend i prefers slots offset, offset+skip, offset+2*skip, ... (mod size); with size
     // prime and 1 <= skip < size that sequence visits every slot, so the fill always terminates.

@@ -73,7 +73,9 @@ class MaglevTable {
   }
   bool empty() const { return size_ == 0; }
   // Backends in the table: those of weight above 0.
-  std::uint32_t backend_count() const { return built_ ? built_->backend_count : 0; }
+  std::uint32_t backend_count() const {
+    return built_ ? static_cast<std::uint32_t>(built_->inputs.size()) : 0;
+  }
   // The filled table, each slot a backend index (empty when there are no backends).
   std::span<const std::uint16_t> slots() const { return {slots_, size_}; }
   // Whether `other` shares this table's slots (was taken over by build(..., previous)).
@@ -90,7 +92,6 @@ class MaglevTable {
     std::vector<std::uint16_t> slots;
     std::vector<Input> inputs;
     std::uint32_t size = 0;  // the size asked for (slots is empty without backends)
-    std::uint32_t backend_count = 0;
   };
   static std::vector<Input> inputs_of(std::span<const MaglevBackend> backends, std::uint32_t size);
   static MaglevTable fill(std::vector<Input> inputs, std::uint32_t size);
