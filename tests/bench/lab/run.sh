@@ -145,16 +145,23 @@ proc_ticks() { if [ -n "$1" ]; then awk '{print $14, $15}' "/proc/$1/stat"; else
 # ferry's own view of what it lost: "kernel worker" = frames the kernel dropped at the sockets
 # (rx ring full, fill ring empty) and frames the worker dropped (any reason); then the partial
 # checksums it finished (ferry_xsk_checksums_finished_total{kind="partial"}).
+# `ferry_stats PROGRAM [ARG...]`: runs the Python PROGRAM over ferryd's `ferryctl stats --json`,
+# with `fams` (metric name -> samples) and `total(name, **labels)` (the sum of the samples that
+# carry those labels) defined.
+ferry_stats() {
+  local program="$1"; shift
+  "$ferryctl" --socket "$work/ferryd.sock" stats --json | python3 -c '
+import collections, json, sys
+fams = {f["name"]: f["samples"] for f in json.load(sys.stdin)["result"]["metrics"]}
+def total(name, **labels):
+    return int(sum(s["value"] for s in fams.get(name, [])
+                   if all(s["labels"].get(k) == v for k, v in labels.items())))
+'"$program" "$@"
+}
 ferry_losses() {
   if [ -z "$ferry_pid" ]; then echo "0 0 0"; return; fi
-  "$ferryctl" --socket "$work/ferryd.sock" stats --json | python3 -c '
-import json, sys
-fams = {f["name"]: f["samples"] for f in json.load(sys.stdin)["result"]["metrics"]}
-total = lambda name: int(sum(s["value"] for s in fams.get(name, [])))
-print(total("ferry_xsk_kernel_drops_total") + total("ferry_xsk_fill_ring_empty_total"),
-      total("ferry_xsk_drops_total"),
-      int(sum(s["value"] for s in fams.get("ferry_xsk_checksums_finished_total", [])
-              if s["labels"].get("kind") == "partial")))'
+  ferry_stats 'print(total("ferry_xsk_kernel_drops_total") + total("ferry_xsk_fill_ring_empty_total"),
+      total("ferry_xsk_drops_total"), total("ferry_xsk_checksums_finished_total", kind="partial"))'
 }
 # Where the offered traffic leaves and where it is counted: the client's veth and the sink's, the
 # other way round for the ICMP row (errors from the backend's side to the client).
@@ -223,10 +230,7 @@ NFT
 # Errors that left translated so far: ferry's counter, or the kernel baseline's nftables counter.
 icmp_translated() {
   if [ -n "$ferry_pid" ]; then
-    "$ferryctl" --socket "$work/ferryd.sock" stats --json | python3 -c '
-import json, sys
-fams = {f["name"]: f["samples"] for f in json.load(sys.stdin)["result"]["metrics"]}
-print(int(sum(s["value"] for s in fams.get("ferry_xsk_icmp_translated_total", []))))'
+    ferry_stats 'print(total("ferry_xsk_icmp_translated_total"))'
   else
     in_ns "$G" nft list chain ip ferrylab post | sed -n 's/.*counter packets \([0-9]*\).*/\1/p'
   fi
@@ -234,9 +238,7 @@ print(int(sum(s["value"] for s in fams.get("ferry_xsk_icmp_translated_total", []
 # ferryd's worker drops by reason, a line "case reason count" each: ferryd starts afresh for every
 # case of IPHOP's rounds, so its totals (warm-up included) are the case's own.
 ferry_drop_reasons() {
-  "$ferryctl" --socket "$work/ferryd.sock" stats --json | python3 -c '
-import collections, json, sys
-fams = {f["name"]: f["samples"] for f in json.load(sys.stdin)["result"]["metrics"]}
+  ferry_stats '
 by = collections.Counter()
 for s in fams.get("ferry_xsk_drops_total", []):
     by[s["labels"].get("reason", "?")] += int(s["value"])
