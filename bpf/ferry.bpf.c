@@ -152,10 +152,26 @@ static __always_inline int verdict(struct xdp_md *ctx, __u32 action, int xdp_act
   return xdp_action;
 }
 
+/* Writes what was decided into the metadata area before the packet for the worker; a driver
+ * without metadata support refuses, and the worker then matches the frame itself. Invalidates
+ * every packet pointer: only steer() calls it, after the last read of the packet. */
+static __always_inline void pass_decision(struct xdp_md *ctx, __u32 service_id, __u32 kind,
+                                          __u32 backend) {
+  if (bpf_xdp_adjust_meta(ctx, -(int)sizeof(struct ferry_frame_meta)) != 0) return;
+  struct ferry_frame_meta *meta = (void *)(long)ctx->data_meta;
+  if ((void *)(meta + 1) > (void *)(long)ctx->data) return;
+  meta->magic = FERRY_META_MAGIC;
+  meta->service_id = service_id;
+  meta->backend = backend;
+  meta->kind = kind;
+}
+
 /* Steers the frame into the AF_XDP socket of its (interface, rx queue); an interface without a
  * slot or an unbound queue falls back to the kernel. The service counter counts every match, by
- * direction; the action counter says whether it was redirected. */
-static __always_inline int steer(struct xdp_md *ctx, __u32 service_id, __u32 direction) {
+ * direction; the action counter says whether it was redirected. `kind` and `backend` go to the
+ * worker with the frame (struct ferry_frame_meta). */
+static __always_inline int steer(struct xdp_md *ctx, __u32 service_id, __u32 direction,
+                                 __u32 kind, __u32 backend) {
   __u64 bytes = ctx->data_end - ctx->data;
   if (service_id < FERRY_MAX_SERVICES) {
     count_into(&service_counters, ferry_service_slot(service_id, direction), bytes);
@@ -166,7 +182,9 @@ static __always_inline int steer(struct xdp_md *ctx, __u32 service_id, __u32 dir
   if (!slot || *slot >= FERRY_MAX_INTERFACES || queue >= FERRY_MAX_QUEUES) {
     return verdict(ctx, FERRY_ACTION_NO_SOCKET, XDP_PASS);
   }
-  int rc = bpf_redirect_map(&xsks, ferry_xsk_key(*slot, queue), XDP_PASS);
+  __u32 key = ferry_xsk_key(*slot, queue);
+  pass_decision(ctx, service_id, kind, backend);
+  int rc = bpf_redirect_map(&xsks, key, XDP_PASS);
   if (rc != XDP_REDIRECT) return verdict(ctx, FERRY_ACTION_NO_SOCKET, XDP_PASS);
   count_into(&action_counters, FERRY_ACTION_REDIRECT, bytes);
   return XDP_REDIRECT;
@@ -177,7 +195,7 @@ static __always_inline int classify_udp(struct xdp_md *ctx, struct ferry_endpoin
                                         struct ferry_endpoint_key *src, int routed,
                                         __u32 pass_action) {
   struct ferry_service_value *svc = bpf_map_lookup_elem(&services, dst);
-  if (svc) return steer(ctx, svc->service_id, FERRY_DIRECTION_IN);
+  if (svc) return steer(ctx, svc->service_id, FERRY_DIRECTION_IN, FERRY_META_TO_SERVICE, 0);
   svc = bpf_map_lookup_elem(&backends, src);
   if (svc) {
     /* Replies go to clients; one addressed to the gateway itself answers a local socket (the
@@ -189,9 +207,10 @@ static __always_inline int classify_udp(struct xdp_md *ctx, struct ferry_endpoin
         return verdict(ctx, pass_action, XDP_PASS);
       }
     }
-    return steer(ctx, svc->service_id, FERRY_DIRECTION_OUT);
+    return steer(ctx, svc->service_id, FERRY_DIRECTION_OUT, FERRY_META_FROM_BACKEND,
+                 svc->flags >> FERRY_BACKEND_INDEX_SHIFT);
   }
-  if (routed) return steer(ctx, FERRY_MAX_SERVICES, FERRY_DIRECTION_IN);
+  if (routed) return steer(ctx, FERRY_MAX_SERVICES, FERRY_DIRECTION_IN, FERRY_META_NONE, 0);
   return verdict(ctx, pass_action, XDP_PASS);
 }
 
@@ -217,13 +236,15 @@ static __always_inline int classify_udp_tail(struct xdp_md *ctx, __u8 family, co
   struct ferry_endpoint_key host = {.family = family, .proto = IPPROTO_UDP};
   copy_addr(host.addr, daddr, addr_len);
   __u32 *flags = bpf_map_lookup_elem(&udp_hosts, &host);
-  if (flags && (*flags & FERRY_HOST_VIP)) return steer(ctx, FERRY_MAX_SERVICES, FERRY_DIRECTION_IN);
+  if (flags && (*flags & FERRY_HOST_VIP)) {
+    return steer(ctx, FERRY_MAX_SERVICES, FERRY_DIRECTION_IN, FERRY_META_NONE, 0);
+  }
   copy_addr(host.addr, saddr, addr_len);
   flags = bpf_map_lookup_elem(&udp_hosts, &host);
   if (flags && (*flags & FERRY_HOST_BACKEND) && !is_local(family, daddr, addr_len)) {
-    return steer(ctx, FERRY_MAX_SERVICES, FERRY_DIRECTION_OUT);
+    return steer(ctx, FERRY_MAX_SERVICES, FERRY_DIRECTION_OUT, FERRY_META_NONE, 0);
   }
-  if (routed) return steer(ctx, FERRY_MAX_SERVICES, FERRY_DIRECTION_IN);
+  if (routed) return steer(ctx, FERRY_MAX_SERVICES, FERRY_DIRECTION_IN, FERRY_META_NONE, 0);
   return verdict(ctx, FERRY_ACTION_FRAGMENT, XDP_PASS);
 }
 
@@ -265,10 +286,10 @@ static __always_inline int classify_icmp_error(struct xdp_md *ctx, void *quoted,
   qsrc.port = udp->source;
   qdst.port = udp->dest;
   struct ferry_service_value *svc = bpf_map_lookup_elem(&services, &qsrc);
-  if (svc) return steer(ctx, svc->service_id, FERRY_DIRECTION_IN);
+  if (svc) return steer(ctx, svc->service_id, FERRY_DIRECTION_IN, FERRY_META_NONE, 0);
   if (is_local(family, daddr, addr_len)) return verdict(ctx, FERRY_ACTION_PASS, XDP_PASS);
   svc = bpf_map_lookup_elem(&backends, &qdst);
-  if (svc) return steer(ctx, svc->service_id, FERRY_DIRECTION_OUT);
+  if (svc) return steer(ctx, svc->service_id, FERRY_DIRECTION_OUT, FERRY_META_NONE, 0);
   return verdict(ctx, FERRY_ACTION_PASS, XDP_PASS);
 }
 

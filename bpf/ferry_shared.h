@@ -11,6 +11,9 @@ namespace ferry::bpf {
 
 #define FERRY_MAX_SERVICES 1024
 #define FERRY_MAX_BACKENDS 65536
+/* backends map values: the backend's index in its service's configured backends, in the upper 16
+ * bits of `flags`, for the frame metadata of its replies. */
+#define FERRY_BACKEND_INDEX_SHIFT 16
 /* The gateway's own addresses (local_addrs): a backend's reply to one of them answers a local
  * socket, a health check, and goes to the kernel. */
 #define FERRY_MAX_LOCAL_ADDRS 1024
@@ -77,6 +80,24 @@ struct ferry_endpoint_key {
 struct ferry_service_value {
   __u32 service_id; /* < FERRY_MAX_SERVICES: its service_counters are ferry_service_slot() */
   __u32 flags;      /* backends map: FERRY_BACKEND_* */
+};
+
+/* What the program decided for a frame it steers, written in the XDP metadata area just before
+ * the packet (bpf_xdp_adjust_meta), which AF_XDP copies into the UMEM with the frame in copy and
+ * zero-copy mode: the worker takes the service from it instead of matching the frame again. A hint,
+ * not a contract: the worker checks it against the frame and its own tables (a reload may have
+ * changed either side) and matches as before when it does not hold. */
+#define FERRY_META_MAGIC 0x66727931u /* "fry1": this layout */
+enum ferry_meta_kind {
+  FERRY_META_NONE = 0,         /* no decision to pass (fragment tails, ICMP errors, routed) */
+  FERRY_META_TO_SERVICE = 1,   /* to the service's (vip, port, proto) */
+  FERRY_META_FROM_BACKEND = 2, /* from backend `backend` of the service: a reply */
+};
+struct ferry_frame_meta {
+  __u32 magic;      /* FERRY_META_MAGIC */
+  __u16 service_id; /* the services map's id (ferry_service_value.service_id) */
+  __u16 backend;    /* FERRY_META_FROM_BACKEND: index in the service's configured backends */
+  __u32 kind;       /* enum ferry_meta_kind */
 };
 
 /* LPM trie keys: prefixlen first, as the kernel requires. */

@@ -10,8 +10,10 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <stdexcept>
+#include <string_view>
 #include <system_error>
 
 #include "bpf/ferry_shared.h"
@@ -56,6 +58,11 @@ std::shared_ptr<const ConfigTables> build_config_tables(const config::Config& co
   if (hooks.flows_reset_ms) {
     options.flows_reset_ms = [&hooks](const config::ServiceConfig& s) {
       return hooks.flows_reset_ms(s.vip);
+    };
+  }
+  if (hooks.steering_id) {
+    options.steering_id = [&hooks](const config::ServiceConfig& s) {
+      return hooks.steering_id(s.name);
     };
   }
   packet::ServiceTable services = packet::build_service_table(config.services, options);
@@ -251,6 +258,8 @@ WorkerOptions FastpathPlane::worker_options(std::uint32_t w) {
   options.queue = layout_.queues[w];
   options.resolve_wake_fd = resolve_wait_.native_handle();
   options.flows = xdp_config_.flows;
+  const char* ignore = std::getenv("FERRY_XSK_IGNORE_XDP_MATCH");
+  options.match_hints = ignore == nullptr || *ignore == '\0' || std::string_view(ignore) == "0";
   return options;
 }
 

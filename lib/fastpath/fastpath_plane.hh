@@ -48,6 +48,9 @@ struct FastpathHooks {
   // The FlowTable::clock_ms() at which the flows to `vip` were last reset (it was announced
   // again after a withdrawal), if ever; null: never.
   std::function<std::optional<std::uint32_t>(const net::IpAddress& vip)> flows_reset_ms;
+  // The XDP maps' id of UDP service `service`, which the XDP program passes with its frames
+  // (ferry_frame_meta); null: the workers match every frame themselves.
+  std::function<std::optional<std::uint32_t>(const std::string& service)> steering_id;
 };
 
 class FastpathPlane {

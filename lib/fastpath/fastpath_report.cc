@@ -43,6 +43,10 @@ constexpr FamilyHelp kFamilies[] = {
      "Next hops workers found no MAC for, queued for resolution (or lost: queue full).",
      Type::counter},
     {"ferry_xsk_table_swaps_total", "Table generations each worker picked up.", Type::counter},
+    {"ferry_xsk_matched_without_hint_total",
+     "Service frames a worker matched itself because the XDP program's match did not come with "
+     "them or did not hold; 0 in steady state.",
+     Type::counter},
     {"ferry_xsk_fragments_forwarded_total",
      "Fragments of UDP datagrams translated (or routed) and sent on, each as its datagram.",
      Type::counter},
@@ -162,6 +166,7 @@ void FastpathPlane::collect(metrics::SnapshotBuilder& out) const {
     counter("ferry_xsk_slab_empty_total", wl, c.slab_empty.value());
     counter("ferry_xsk_rejected_frames_total", wl, c.rejected_frames.value());
     counter("ferry_xsk_table_swaps_total", wl, c.snapshot_swaps.value());
+    counter("ferry_xsk_matched_without_hint_total", wl, c.matched_without_hint.value());
     counter("ferry_xsk_neighbour_held_total", wl, c.neighbour_held.value());
     counter("ferry_xsk_fragments_forwarded_total", wl, c.fragments_forwarded.value());
     counter("ferry_xsk_fragments_held_total", wl, c.fragments_held.value());

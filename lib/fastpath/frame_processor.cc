@@ -12,11 +12,9 @@
 namespace ferry::fastpath {
 namespace steps {
 
-using packet::DropReason;
-
-DropReason resolve_on(const Snapshot& s, std::uint32_t port, packet::IpVersion version,
-                      const std::array<std::uint8_t, 16>& next_hop, FrameSinks sinks,
-                      NeighbourKey& missed, packet::NextHop& out) noexcept {
+packet::Verdict resolve_on(const Snapshot& s, std::uint32_t port, packet::IpVersion version,
+                           const std::array<std::uint8_t, 16>& next_hop, FrameSinks sinks,
+                           NeighbourKey& missed, packet::NextHop& out) noexcept {
   out.egress_port = port;
   out.src_mac = s.port_macs[port];
   const packet::MacAddress* mac = s.next_hops->neighbours.find(port, version, next_hop);
@@ -32,45 +30,10 @@ DropReason resolve_on(const Snapshot& s, std::uint32_t port, packet::IpVersion v
       case Queued::already_waiting:
         break;
     }
-    return DropReason::neighbour_miss;
+    return packet::Verdict::hold(port);
   }
   out.dst_mac = *mac;
-  return DropReason::none;
-}
-
-Drop to_drop(DropReason r) noexcept {
-  switch (r) {
-    case DropReason::no_backend:
-      return Drop::no_backend;
-    case DropReason::ttl_expired:
-      return Drop::ttl_expired;
-    case DropReason::malformed:
-      return Drop::malformed;
-    case DropReason::no_route:
-      return Drop::no_route;
-    case DropReason::too_big:
-      return Drop::too_big;
-    case DropReason::neighbour_miss:  // route_via() holds these: a drop with it is a bug
-    case DropReason::none:
-      break;
-  }
-  return Drop::unexpected;
-}
-
-FrameOutcome outcome(const packet::Verdict& v, const NeighbourKey& missed) noexcept {
-  switch (v.kind) {
-    case packet::VerdictKind::forward:
-      return FrameOutcome::to(v.egress_port);
-    case packet::VerdictKind::hold:
-      return FrameOutcome::held(v.egress_port, missed);
-    case packet::VerdictKind::drop:
-      return FrameOutcome::dropped(to_drop(v.drop_reason));
-    case packet::VerdictKind::pass_to_kernel:
-      break;
-  }
-  // The XDP program only steers what the tables want; anything else here raced a reload (or
-  // is a bug). AF_XDP cannot hand a frame back to the kernel, so it is counted and dropped.
-  return FrameOutcome::dropped(Drop::unexpected);
+  return packet::Verdict::forward(port);
 }
 
 bool MtuCheck::fits(packet::ConstFrameBytes frame, const packet::ParsedPacket& q,
@@ -87,25 +50,26 @@ bool MtuCheck::fits(packet::ConstFrameBytes frame, const packet::ParsedPacket& q
   return false;
 }
 
-DropReason KernelNextHop::operator()(const packet::ParsedPacket& q, packet::NextHop& out) {
+packet::Verdict KernelNextHop::operator()(const packet::ParsedPacket& q, packet::NextHop& out) {
   const KernelRoute* r = s.next_hops->routes.lookup(q.dst_address, q.version);
-  if (!r) return DropReason::no_route;
-  if (!mtu.fits(frame, q, r->port)) return DropReason::too_big;
+  if (!r) return packet::Verdict::dropped(Drop::no_route);
+  if (!mtu.fits(frame, q, r->port)) return packet::Verdict::dropped(Drop::too_big);
   const auto& next_hop = r->gateway ? r->gateway->bytes : q.dst_address;
   return resolve_on(s, r->port, q.version, next_hop, sinks, missed, out);
 }
 
-DropReason ConfiguredNextHop::operator()(const packet::ParsedPacket& q, packet::NextHop& out) {
+packet::Verdict ConfiguredNextHop::operator()(const packet::ParsedPacket& q, packet::NextHop& out) {
   // A configured route names the egress port; the kernel's routes on that port say whether the
   // destination is on the link or behind a gateway.
   const KernelRoute* r = s.next_hops->routes.lookup(q.dst_address, q.version, route.egress_port);
-  if (!mtu.fits(frame, q, route.egress_port)) return DropReason::too_big;
+  if (!mtu.fits(frame, q, route.egress_port)) return packet::Verdict::dropped(Drop::too_big);
   const auto& next_hop = r && r->gateway ? r->gateway->bytes : q.dst_address;
   return resolve_on(s, route.egress_port, q.version, next_hop, sinks, missed, out);
 }
 
 Acted act(packet::FrameBytes frame, packet::ParsedPacket& p, const Snapshot& s,
-          std::uint32_t ingress_slot, FrameSinks sinks, FlowAffinity flows) noexcept {
+          std::uint32_t ingress_slot, FrameSinks sinks, FlowAffinity flows,
+          const packet::MatchHint& hint) noexcept {
   NeighbourKey missed{};
   const ConfigTables& tables = *s.config;
   // Only a datagram larger than the smallest MTU of the ports can be too big for one: only it
@@ -114,7 +78,10 @@ Acted act(packet::FrameBytes frame, packet::ParsedPacket& p, const Snapshot& s,
   packet::ParsedPacket arrived;
   if (mtu.active) arrived = p;
   FrameOutcome o = FrameOutcome::dropped(Drop::unexpected);
-  packet::ServiceMatch match = tables.services.match(p);
+  // The one match of the frame: the XDP program's, checked, or the table's own.
+  packet::ServiceMatch match = tables.services.match(p, hint);
+  if (!match.hinted && match.kind != packet::MatchKind::none)
+    sinks.counters.matched_without_hint.add();
   if (match.kind == packet::MatchKind::to_service &&
       match.service->action == packet::ServiceAction::reflect) {
     return {outcome(packet::reflect(frame, p, ingress_slot), missed)};
@@ -130,7 +97,7 @@ Acted act(packet::FrameBytes frame, packet::ParsedPacket& p, const Snapshot& s,
     };
     // Balanced traffic leaves by the kernel's route to the rewritten destination.
     KernelNextHop next_hop{s, sinks, missed, mtu, frame};
-    o = outcome(packet::balance(frame, p, tables.services, choose, next_hop), missed);
+    o = outcome(packet::balance(frame, p, match, choose, next_hop), missed);
   } else if (const packet::RouteEntry* route = tables.routes.lookup(p)) {
     ConfiguredNextHop next_hop{s, *route, sinks, missed, mtu, frame};
     o = outcome(packet::route_via(frame, p, next_hop), missed);
@@ -158,12 +125,11 @@ FrameOutcome send_generated(packet::FrameBytes frame, const packet::ParsedPacket
   NeighbourKey missed{};
   packet::NextHop hop;
   const auto& next_hop = r->gateway ? r->gateway->bytes : p.dst_address;
-  DropReason miss = resolve_on(s, r->port, p.version, next_hop, sinks, missed, hop);
-  if (miss == DropReason::neighbour_miss) hop.dst_mac = {};
+  packet::Verdict v = resolve_on(s, r->port, p.version, next_hop, sinks, missed, hop);
+  if (v.fate == Fate::hold) hop.dst_mac = {};
   std::memcpy(frame.data(), hop.dst_mac.data(), hop.dst_mac.size());
   std::memcpy(frame.data() + 6, hop.src_mac.data(), hop.src_mac.size());
-  return miss == DropReason::neighbour_miss ? FrameOutcome::held(r->port, missed)
-                                            : FrameOutcome::to(r->port);
+  return outcome(v, missed);
 }
 
 FrameOutcome answer_with_error(packet::FrameBytes frame, packet::ParsedPacket& p,
@@ -220,7 +186,8 @@ FrameOutcome answer_drop(packet::FrameBytes frame, packet::ParsedPacket& p, cons
 }  // namespace steps
 
 FrameOutcome process_frame(packet::FrameBytes frame, const Snapshot& s, std::uint32_t ingress_slot,
-                           FrameSinks sinks, FlowAffinity flows, IpHop hop) noexcept {
+                           FrameSinks sinks, FlowAffinity flows, IpHop hop,
+                           packet::MatchHint hint) noexcept {
   packet::ParsedPacket p;
   packet::ParseError err = packet::parse_frame(frame, p);
   if (err != packet::ParseError::none) {
@@ -234,7 +201,7 @@ FrameOutcome process_frame(packet::FrameBytes frame, const Snapshot& s, std::uin
   if (p.protocol != IPPROTO_UDP) return FrameOutcome::dropped(Drop::unexpected);
   // Decided on the frame as it came: the signature is the pseudo-header of the original addresses.
   packet::L4Checksum checksum = packet::classify_l4_checksum(frame, p);
-  steps::Acted a = steps::act(frame, p, s, ingress_slot, sinks, flows);
+  steps::Acted a = steps::act(frame, p, s, ingress_slot, sinks, flows, hint);
   if (a.outcome.fate == Fate::drop) return steps::answer_drop(frame, p, a, s, sinks, hop);
   if (packet::needs_finishing(checksum)) {
     packet::finish_l4_checksum(frame, p);

@@ -2,8 +2,8 @@
 // configured route, find the next hop, rewrite in place, finish a partial checksum; as an IP hop
 // also fragments (ip_hop.hh), ICMP errors about balanced datagrams, and the errors the gateway
 // owes (time exceeded, fragmentation needed). Returns where the frame goes, that it waits for its
-// next hop's MAC or its first fragment, or why it is dropped. No allocation, lock, exception,
-// virtual call or std::function.
+// next hop's MAC or its first fragment, or why it is dropped, in the fate vocabulary of
+// lib/packet/fate.hh. No allocation, lock, exception, virtual call or std::function.
 #pragma once
 
 #include <cstdint>
@@ -14,20 +14,18 @@
 #include "lib/fastpath/snapshot.hh"
 #include "lib/fastpath/worker_counters.hh"
 #include "lib/packet/bytes.hh"
+#include "lib/packet/fate.hh"
 #include "lib/packet/icmp_rate_limit.hh"
-#include "lib/packet/verdict.hh"
+#include "lib/packet/service_table.hh"
 
 namespace ferry::fastpath {
 
-enum class Fate : std::uint8_t {
-  forward,  // send out of egress_slot
-  hold,     // rewritten but for the destination MAC: hold until next_hop resolves, then send
-  drop,     // drop, counted as `drop`
-  wait,     // a later fragment whose first has not come: the fragment table is to hold it
-};
+using packet::Fate;
 
 inline constexpr std::uint32_t kNoDatagram = ~0u;
 
+// A Verdict with what the worker needs to carry it out: forward on egress_slot, hold for next_hop,
+// drop (counted as `drop`), wait in the fragment table.
 struct FrameOutcome {
   Fate fate = Fate::drop;
   std::uint32_t egress_slot = 0;  // forward, hold: the port slot to transmit on
@@ -89,8 +87,9 @@ struct IpHop {
 
 // `frame` is rewritten in place when forwarded (and may be partly rewritten when dropped).
 // `ingress_slot` is the slot of the port the frame arrived on (reflect sends it back there).
+// `hint`: the XDP program's match of the frame (ServiceTable::match(p, hint)), if it passed one.
 FrameOutcome process_frame(packet::FrameBytes frame, const Snapshot& snapshot,
                            std::uint32_t ingress_slot, FrameSinks sinks, FlowAffinity flows = {},
-                           IpHop hop = {}) noexcept;
+                           IpHop hop = {}, packet::MatchHint hint = {}) noexcept;
 
 }  // namespace ferry::fastpath

@@ -13,15 +13,17 @@
 
 namespace ferry::fastpath::steps {
 
-// The next hop on `port` towards `next_hop`: the MAC from the neighbour table, or a miss (egress
-// port and source MAC filled in) whose key goes to `missed` and, the first time, to the
-// resolution queue.
-packet::DropReason resolve_on(const Snapshot& s, std::uint32_t port, packet::IpVersion version,
-                              const std::array<std::uint8_t, 16>& next_hop, FrameSinks sinks,
-                              NeighbourKey& missed, packet::NextHop& out) noexcept;
+// The next hop on `port` towards `next_hop`: forward with the MAC from the neighbour table, or hold
+// on a miss (egress port and source MAC filled in), whose key goes to `missed` and, the first time,
+// to the resolution queue.
+packet::Verdict resolve_on(const Snapshot& s, std::uint32_t port, packet::IpVersion version,
+                           const std::array<std::uint8_t, 16>& next_hop, FrameSinks sinks,
+                           NeighbourKey& missed, packet::NextHop& out) noexcept;
 
-Drop to_drop(packet::DropReason r) noexcept;
-FrameOutcome outcome(const packet::Verdict& v, const NeighbourKey& missed) noexcept;
+// An action's verdict as the worker's outcome; a hold waits for `missed`.
+inline FrameOutcome outcome(const packet::Verdict& v, const NeighbourKey& missed) noexcept {
+  return {v.fate, v.egress_port, v.drop, v.fate == Fate::hold ? missed : NeighbourKey{}};
+}
 
 // The egress MTU check of one datagram, when it is larger than the smallest MTU of the ports.
 struct MtuCheck {
@@ -44,7 +46,7 @@ struct KernelNextHop {
   NeighbourKey& missed;
   MtuCheck& mtu;
   packet::ConstFrameBytes frame;
-  packet::DropReason operator()(const packet::ParsedPacket& q, packet::NextHop& out);
+  packet::Verdict operator()(const packet::ParsedPacket& q, packet::NextHop& out);
 };
 
 // route_via()'s next hop for a configured route: its port, the kernel's gateway on it if any.
@@ -55,7 +57,7 @@ struct ConfiguredNextHop {
   NeighbourKey& missed;
   MtuCheck& mtu;
   packet::ConstFrameBytes frame;
-  packet::DropReason operator()(const packet::ParsedPacket& q, packet::NextHop& out);
+  packet::Verdict operator()(const packet::ParsedPacket& q, packet::NextHop& out);
 };
 
 // What act() did to a datagram it forwards: the translation a first fragment records for the
@@ -69,8 +71,10 @@ struct Acted {
 // egress MTU checked (too big with DF / IPv6: a too_big drop with the datagram as it arrived,
 // endpoints restored; IPv4 without DF: outcome.fragment_mtu). `finished_checksums`: the caller
 // finishes partial checksums later (fragments never need it).
+// `hint`: the XDP program's match of the frame, if any (ServiceTable::match(p, hint)).
 Acted act(packet::FrameBytes frame, packet::ParsedPacket& p, const Snapshot& s,
-          std::uint32_t ingress_slot, FrameSinks sinks, FlowAffinity flows) noexcept;
+          std::uint32_t ingress_slot, FrameSinks sinks, FlowAffinity flows,
+          const packet::MatchHint& hint = {}) noexcept;
 
 // Routes a packet the gateway built (an ICMP error, p parsed for it) towards p's destination by
 // the kernel's routes: MACs written, TTL untouched (the gateway is its source).

@@ -28,6 +28,25 @@ FragmentTable::Limits fragment_limits(std::uint32_t slab_frames) {
 
 constexpr std::uint64_t kFragmentSweepEveryMs = 10;
 
+// The XDP program's match of a frame, from the metadata area just before it in the UMEM
+// (`headroom`: the bytes of its UMEM frame before it). Anything else there (no metadata, an
+// older program's, another frame's left over) is either no hint or one the service table checks
+// against the frame before taking it.
+packet::MatchHint hint_before(const std::byte* data, std::uint64_t headroom) noexcept {
+  bpf::ferry_frame_meta meta;
+  if (headroom < sizeof(meta)) return {};
+  std::memcpy(&meta, data - sizeof(meta), sizeof(meta));
+  if (meta.magic != FERRY_META_MAGIC) return {};
+  switch (meta.kind) {
+    case bpf::FERRY_META_TO_SERVICE:
+      return {packet::MatchKind::to_service, meta.service_id, 0};
+    case bpf::FERRY_META_FROM_BACKEND:
+      return {packet::MatchKind::from_backend, meta.service_id, meta.backend};
+    default:
+      return {};
+  }
+}
+
 }  // namespace
 
 Worker::Worker(const WorkerOptions& options, xsk::UmemSlab slab, std::vector<WorkerPort> ports,
@@ -119,8 +138,10 @@ std::uint32_t Worker::receive(std::uint32_t port_index, const Snapshot& snapshot
       counters_.rejected_frames.add();
       continue;
     }
+    packet::MatchHint hint;
+    if (options_.match_hints) hint = hint_before(data, d.addr - slab_.frame_base(d.addr));
     FrameOutcome o = process_frame(packet::frame_bytes(data, d.len), snapshot, port.slot, sinks,
-                                   flows, ip_hop(d.addr, d.len, now_ms));
+                                   flows, ip_hop(d.addr, d.len, now_ms), hint);
     if (orphan_count_ != 0) free_orphans();
     if (o.length != 0 || o.fragment_mtu != 0 || o.fate == Fate::wait || o.release != kNoDatagram) {
       dispose(d.addr, d.len, o, now_ms, drops);

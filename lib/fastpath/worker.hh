@@ -48,6 +48,10 @@ struct WorkerOptions {
   int resolve_wake_fd = -1;
   // The flow affinity table (xdp.flows): entries 0 = off, every request is Maglev's.
   config::FlowTableConfig flows{};
+  // Take the XDP program's match of each frame from the metadata before it (ferry_frame_meta);
+  // false (FERRY_XSK_IGNORE_XDP_MATCH=1) matches every frame in the worker, as a program that
+  // passes nothing makes it do.
+  bool match_hints = true;
 };
 
 class Worker {

@@ -9,34 +9,15 @@
 
 #include "bpf/ferry_shared.h"
 #include "lib/metrics/registry.hh"
+#include "lib/packet/fate.hh"
 #include "lib/xsk/frame_account.hh"
 
 namespace ferry::fastpath {
 
-// Why a worker dropped a frame it received.
-enum class Drop : std::uint8_t {
-  no_backend,           // a service of ours with no backend up
-  neighbour_hold_full,  // no MAC for the next hop yet, and its hold queue (or the worker's) full
-  tx_ring_full,         // the egress port's tx ring had no room
-  malformed,            // headers the parser refused, or a descriptor outside the worker's slab
-  ttl_expired,          // TTL / hop limit <= 1
-  no_route,             // no kernel route out of an XDP port to the (rewritten) destination
-  unexpected,          // steered to AF_XDP but no service or route of this worker's tables wants it
-  no_tx_queue,         // the egress interface has no AF_XDP socket on this worker's queue
-  neighbour_timeout,   // held for a next hop that stayed unresolved for HoldQueue::kTimeout
-  fragment_duplicate,  // a fragment whose every byte was seen before
-  fragment_overlap,    // a fragment overlapping others (the whole datagram is refused), or one
-                       // of a datagram in more separate pieces than are tracked
-  fragment_tiny,       // a first fragment too short for the UDP header (the datagram is refused)
-  fragment_refused,    // a fragment of a datagram refused before (overlap, tiny, first dropped)
-  fragment_hold_full,  // a fragment before its first, with the held frames or bytes at their bound
-  fragment_timeout,    // a fragment whose first fragment did not come within the held timeout
-  too_big,             // larger than the egress link's MTU with DF set (or IPv6): answered with
-                       // fragmentation needed / packet too big unless rate-limited
-  icmp_unmatched,      // an ICMP error quoting a datagram no service sent or received
-};
-inline constexpr std::size_t kDropCount = static_cast<std::size_t>(Drop::icmp_unmatched) + 1;
-std::string_view to_string(Drop d);
+// Why a worker dropped a frame it received: the fast path's one vocabulary (lib/packet/fate.hh).
+using packet::Drop;
+using packet::kDropCount;
+using packet::to_string;
 
 // Why frames that waited for their next hop's MAC were never sent with it
 // (ferry_xsk_neighbour_unreleased_total{reason}). The worker counts the reasons it knows; the
@@ -88,6 +69,9 @@ struct alignas(64) WorkerCounters {
   // Frames that were never sent with a MAC, for the reasons the worker knows itself (hold_full,
   // stopped, unclassified); a hold that ran out is classified by the control thread.
   std::array<metrics::Counter, kUnreleasedCount> unreleased;
+  // Balanced or reflected frames the worker matched itself: the XDP program's match did not come
+  // with them or did not hold (a reload between the maps and the tables); 0 in steady state.
+  metrics::Counter matched_without_hint;
   metrics::Counter checksums_partial;    // L4 checksums finished: arrived CHECKSUM_PARTIAL
   metrics::Counter checksums_ipv6_zero;  // ... computed: UDP over IPv6 arrived with 0
   // The IP hop: fragments, ICMP errors, path MTU (ip_hop.hh).

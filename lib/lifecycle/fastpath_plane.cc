@@ -2,6 +2,7 @@
 #include "lib/lifecycle/fastpath_plane.hh"
 
 #include <boost/asio/post.hpp>
+#include <stdexcept>
 
 #include "lib/admin/effective_config.hh"
 #include "lib/common/log.hh"
@@ -95,6 +96,16 @@ fastpath::FastpathHooks AfXdpPlane::hooks() {
     auto it = flows_reset_ms_.find(vip.to_string());
     if (it == flows_reset_ms_.end()) return std::nullopt;
     return it->second;
+  };
+  // Past FERRY_MAX_SERVICES the maps refuse the config anyway: no hint then.
+  hooks.steering_id = [this](const std::string& service) -> std::optional<std::uint32_t> {
+    xdp::XdpPlane* xdp = xdp_.plane();
+    if (xdp == nullptr) return std::nullopt;
+    try {
+      return xdp->service_id(service);
+    } catch (const std::runtime_error&) {
+      return std::nullopt;
+    }
   };
   return hooks;
 }

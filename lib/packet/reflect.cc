@@ -9,7 +9,7 @@
 namespace ferry::packet {
 
 Verdict reflect(FrameBytes frame, ParsedPacket& p, std::uint32_t ingress_port) noexcept {
-  if (!frame_matches(frame, p)) return Verdict::drop(DropReason::malformed);
+  if (!frame_matches(frame, p)) return Verdict::dropped(Drop::malformed);
   std::uint8_t* f = frame.data();
   std::swap_ranges(f, f + 6, f + 6);
   std::swap_ranges(f + p.src_address_offset(), f + p.src_address_offset() + p.address_bytes(),

@@ -4,8 +4,8 @@
 #include <cstdint>
 
 #include "lib/packet/bytes.hh"
+#include "lib/packet/fate.hh"
 #include "lib/packet/parse.hh"
-#include "lib/packet/verdict.hh"
 
 namespace ferry::packet {
 

@@ -6,8 +6,8 @@
 #include <utility>
 
 #include "lib/packet/bytes.hh"
+#include "lib/packet/fate.hh"
 #include "lib/packet/parse.hh"
-#include "lib/packet/verdict.hh"
 
 namespace ferry::packet {
 
@@ -29,23 +29,21 @@ inline bool hop_limit_allows_forward(const ParsedPacket& p) {
 }
 
 // route() with the next hop found by the caller's `resolve`, called as
-// `DropReason resolve(const ParsedPacket& p, NextHop& out)` for p's destination. neighbour_miss
-// means the egress port and source MAC are known (in `out`) but the next hop's MAC is not: the
-// frame is routed all the same (destination MAC left zero) and the verdict is hold, so the caller
-// can send it once the MAC is published. Any other reason (no_route) drops the frame with it. A
-// template so the lookup inlines into the worker loop: no virtual call or std::function per packet.
+// `Verdict resolve(const ParsedPacket& p, NextHop& out)` for p's destination: forward with `out`
+// filled in; hold when the egress port and source MAC are known (in `out`) but the next hop's MAC
+// is not: the frame is routed all the same (destination MAC left zero) and the verdict is hold, so
+// the caller can send it once the MAC is published; drop (no_route, too_big) drops the frame
+// for that reason. A template so the lookup inlines into the worker loop: no virtual call or
+// std::function per packet.
 template <typename ResolveNextHop>
 Verdict route_via(FrameBytes frame, ParsedPacket& p, ResolveNextHop&& resolve) noexcept {
-  if (!hop_limit_allows_forward(p)) return Verdict::drop(DropReason::ttl_expired);
+  if (!hop_limit_allows_forward(p)) return Verdict::dropped(Drop::ttl_expired);
   NextHop hop;
-  DropReason miss = std::forward<ResolveNextHop>(resolve)(std::as_const(p), hop);
-  if (miss == DropReason::neighbour_miss) {
-    hop.dst_mac = {};
-    Verdict v = route(frame, p, hop);
-    return v.kind == VerdictKind::forward ? Verdict::hold(v.egress_port) : v;
-  }
-  if (miss != DropReason::none) return Verdict::drop(miss);
-  return route(frame, p, hop);
+  Verdict next = std::forward<ResolveNextHop>(resolve)(std::as_const(p), hop);
+  if (next.fate == Fate::drop) return next;
+  if (next.fate == Fate::hold) hop.dst_mac = {};
+  Verdict v = route(frame, p, hop);
+  return v.fate == Fate::forward && next.fate == Fate::hold ? Verdict::hold(v.egress_port) : v;
 }
 
 }  // namespace ferry::packet

@@ -97,6 +97,12 @@ ServiceTable ServiceTableBuilder::build(std::span<const config::ServiceConfig> c
             "service its own backend address or port");
       }
     }
+    if (auto id =
+            options.steering_id && !options.check_only ? options.steering_id(c) : std::nullopt;
+        id && *id <= 0xffff) {
+      if (table.by_steering_id_.size() <= *id) table.by_steering_id_.resize(*id + 1, ~0u);
+      table.by_steering_id_[*id] = s.id;
+    }
     table.services_.push_back(std::move(s));
   }
   return table;

@@ -57,6 +57,16 @@ struct ServiceMatch {
   MatchKind kind = MatchKind::none;
   const Service* service = nullptr;
   std::uint32_t backend = 0;  // from_backend: index into service->backends
+  bool hinted = false;        // taken from the XDP program's hint (match(p, hint)), not looked up
+};
+
+// What the XDP program decided for a frame it steered (bpf/ferry_shared.h ferry_frame_meta, read
+// by the worker): the service by its steering id (the per-name id of the XDP maps) and, for a
+// reply, its backend's index in the service's configured backends. A hint: see match(p, hint).
+struct MatchHint {
+  MatchKind kind = MatchKind::none;
+  std::uint16_t steering_id = 0;
+  std::uint16_t backend = 0;
 };
 
 class ServiceTable {
@@ -77,13 +87,45 @@ class ServiceTable {
     }
     return {};
   }
+  // match() with the XDP program's decision: the hinted service, when the frame is what the hint
+  // says (to its VIP and port, or from that backend), at the cost of a comparison instead of a
+  // lookup. Without a hint, or when the hint does not hold (the XDP maps and this table belong to
+  // different configs for a moment during a reload, or an older program wrote no decision),
+  // match(p): the answer is always this table's.
+  ServiceMatch match(const ParsedPacket& p, const MatchHint& hint) const noexcept {
+    if (hint.kind != MatchKind::none && hint.steering_id < by_steering_id_.size()) {
+      std::uint32_t index = by_steering_id_[hint.steering_id];
+      if (index < services_.size()) {
+        const Service& s = services_[index];
+        if (hint.kind == MatchKind::to_service) {
+          if (is_endpoint(s.vip, s.port, s.protocol, p.dst_address, p.dst_port, p)) {
+            return {MatchKind::to_service, &s, 0, true};
+          }
+        } else if (hint.backend < s.backends.size()) {
+          const net::Endpoint& b = s.backends[hint.backend];
+          if (is_endpoint(b.address, b.port, s.protocol, p.src_address, p.src_port, p)) {
+            return {MatchKind::from_backend, &s, hint.backend, true};
+          }
+        }
+      }
+    }
+    return match(p);
+  }
   // The seed of flow_hash() for Maglev lookups; one per table, so every worker agrees.
   std::uint64_t flow_hash_seed() const { return flow_hash_seed_; }
   const std::vector<Service>& services() const { return services_; }
 
  private:
   friend struct ServiceTableBuilder;
+  static bool is_endpoint(const net::IpAddress& address, std::uint16_t port, std::uint8_t protocol,
+                          const std::array<std::uint8_t, 16>& p_address, std::uint16_t p_port,
+                          const ParsedPacket& p) noexcept {
+    return port == p_port && protocol == p.protocol && address.is_v4() == p.is_v4() &&
+           address.bytes == p_address;
+  }
   std::vector<Service> services_;
+  // steering id -> index in services_ (or past its end: no service of this table has that id).
+  std::vector<std::uint32_t> by_steering_id_;
   EndpointMap by_vip_;
   EndpointMap by_backend_;
   std::uint64_t flow_hash_seed_ = kDefaultFlowHashSeed;
@@ -101,6 +143,10 @@ struct ServiceTableOptions {
   // health in the table did not change keeps its Maglev table (shared, not filled again), so a
   // reload or a backend change costs what it changed, not the whole config.
   const ServiceTable* previous = nullptr;
+  // The XDP maps' steering id of a service (the id the XDP program passes with its frames in
+  // ferry_frame_meta), if it has one: ServiceTable::match(p, hint) takes the hinted service by it.
+  // Null: no hints are taken (every frame is matched).
+  std::function<std::optional<std::uint32_t>(const config::ServiceConfig&)> steering_id;
   // Only check that the table can be built (a reload's check before it changes anything): every
   // error is thrown as when building, but no Maglev table is filled.
   bool check_only = false;

@@ -139,8 +139,13 @@ void XdpMapSync::apply(const XdpMapFds& fds, const config::Config& config) {
     ferry_service_value value{id_for(svc.name), 0};
     for (auto proto : protos_of(svc.protocols)) {
       services[endpoint_key(svc.vip, svc.port, proto)] = value;
-      for (const auto& b : svc.backends) {
+      for (std::size_t i = 0; i < svc.backends.size(); ++i) {
+        const net::Endpoint& b = svc.backends[i];
+        // The index goes to the worker with each reply (ferry_frame_meta); past 16 bits the
+        // worker finds the backend itself.
         ferry_service_value backend = value;
+        if (i <= 0xffff)
+          backend.flags |= static_cast<std::uint32_t>(i) << FERRY_BACKEND_INDEX_SHIFT;
         if (proto == IPPROTO_UDP && checks_replies_of(svc, b)) {
           backend.flags |= FERRY_BACKEND_LOCAL_REPLIES;
         }

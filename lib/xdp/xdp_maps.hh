@@ -39,10 +39,12 @@ class XdpMapSync {
   void adopt_service_ids(const std::map<std::string, std::uint32_t>& ids);
   // Stable per-name service ids (slots of service_counters), kept across reloads.
   const std::map<std::string, std::uint32_t>& service_ids() const { return service_ids_; }
-
- private:
+  // The id of service `name`, given now if it has none: the fast path's tables, built before the
+  // maps are written, know the id the maps will carry. apply() frees it if the name is not in
+  // the config it writes. Throws std::runtime_error past FERRY_MAX_SERVICES.
   std::uint32_t id_for(const std::string& name);
 
+ private:
   std::map<std::string, std::uint32_t> service_ids_;
   std::vector<bool> id_used_ = std::vector<bool>(FERRY_MAX_SERVICES, false);
 };

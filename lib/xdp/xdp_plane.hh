@@ -4,10 +4,9 @@
 
 #include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "lib/config/config.hh"
 #include "lib/metrics/registry.hh"
@@ -60,6 +59,9 @@ class XdpPlane {
   // {"program_loaded":bool,"interfaces":[{"name","ifindex","mode","attached"}]}
   nlohmann::json status() const;
   std::size_t attached_count() const { return attachments_.size(); }
+  // The id the XDP maps give service `name` (XdpMapSync::id_for): what the program passes with
+  // the service's frames.
+  std::uint32_t service_id(const std::string& name) { return maps_.id_for(name); }
   // The loaded program (its maps), or nullptr when no interface is configured.
   const XdpProgram* program() const { return program_.get(); }
 

@@ -53,6 +53,10 @@ def check_balances(lab, d, tag):
     for reason in ("unexpected", "malformed", "no_route", "tx_ring_full", "no_tx_queue",
                    "neighbour_hold_full", "neighbour_timeout"):
         check_eq(total(d, "ferry_xsk_drops_total", reason=reason), 0, f"{reason} drops")
+    # One match per frame: the XDP program's, passed in the metadata before each frame (which
+    # AF_XDP copies with it in copy mode on veth), was taken for every request and reply.
+    check_eq(total(d, "ferry_xsk_matched_without_hint_total"), 0,
+             "frames the workers had to match again")
 
 
 def check_routes(lab, d):

@@ -1,9 +1,12 @@
 // libFuzzer target for lib/packet: parse any bytes; when they parse, run route, balance and
 // reflect each on its own copy and check that the result still parses to the same shape and that
-// checksums which were right before are right after. Built and run by `make fuzz` (docs/testing.md).
+// checksums which were right before are right after; and that a match with any XDP hint (taken
+// from the input's last bytes) is the table's own match or one the frame really fits. Built and run
+// by `make fuzz` (docs/testing.md).
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <optional>
 #include <vector>
 
 #include "lib/packet/balance.hh"
@@ -46,6 +49,13 @@ const ServiceTable& table() {
     options.backend_up = [](const config::ServiceConfig& s, const net::Endpoint&) {
       return s.name != "dark";
     };
+    // Steering ids with a gap and out of order, as the XDP maps give them after reloads.
+    options.steering_id = [](const config::ServiceConfig& s) -> std::optional<std::uint32_t> {
+      if (s.name == "dns") return 3;
+      if (s.name == "dns6") return 0;
+      if (s.name == "dark") return 7;
+      return 1;
+    };
     return build_service_table(configs, options);
   }();
   return t;
@@ -63,10 +73,29 @@ const RouteTable& routes() {
 
 const NextHop kHop{.egress_port = 1, .src_mac = {2, 0, 0, 0, 1, 1}, .dst_mac = {2, 0, 0, 0, 1, 2}};
 
-DropReason resolve(const ParsedPacket& p, NextHop& out) {
-  if (!routes().lookup(p)) return DropReason::no_route;
+Verdict resolve(const ParsedPacket& p, NextHop& out) {
+  if (!routes().lookup(p)) return Verdict::dropped(Drop::no_route);
   out = kHop;
-  return DropReason::none;
+  return Verdict::forward(kHop.egress_port);
+}
+
+// Whatever the hint, the match is the table's own (no hint, or one that does not hold) or one
+// that the frame fits: to that service's VIP and port, or from that backend.
+void check_hinted_match(const ParsedPacket& p, const MatchHint& hint) {
+  ServiceMatch own = table().match(p);
+  ServiceMatch hinted = table().match(p, hint);
+  if (hint.kind == MatchKind::none) {
+    FUZZ_CHECK(hinted.kind == own.kind && hinted.service == own.service);
+    return;
+  }
+  if (hinted.kind == MatchKind::to_service) {
+    FUZZ_CHECK(hinted.service->vip.bytes == p.dst_address && hinted.service->port == p.dst_port);
+  } else if (hinted.kind == MatchKind::from_backend) {
+    const net::Endpoint& b = hinted.service->backends[hinted.backend];
+    FUZZ_CHECK(b.address.bytes == p.src_address && b.port == p.src_port);
+  } else {
+    FUZZ_CHECK(own.kind == MatchKind::none);
+  }
 }
 
 // Both checksums exactly as a sender computes them (the canonical representation; a stored
@@ -115,11 +144,11 @@ void run_actions(const std::vector<std::uint8_t>& original, const ParsedPacket& 
     auto f = original;
     ParsedPacket q = p;
     Verdict v = route(f, q, kHop);
-    if (v.kind == VerdictKind::forward) {
+    if (v.fate == Fate::forward) {
       FUZZ_CHECK(q.hop_limit == p.hop_limit - 1);
       check_after(f, q, p, was);
     } else {
-      FUZZ_CHECK(v.drop_reason == DropReason::ttl_expired && f == original);
+      FUZZ_CHECK(v.drop == Drop::ttl_expired && f == original);
     }
   }
   {  // balance, then the reply's way back when the request went to a backend
@@ -127,7 +156,7 @@ void run_actions(const std::vector<std::uint8_t>& original, const ParsedPacket& 
     ParsedPacket q = p;
     ServiceMatch m = table().match(q);
     Verdict v = balance(f, q, table(), resolve);
-    if (v.kind == VerdictKind::forward) {
+    if (v.fate == Fate::forward) {
       check_after(f, q, p, was);
       if (m.kind == MatchKind::to_service) {
         // The backend's answer, then the reverse rewrite: the client sees its own tuple reversed.
@@ -136,14 +165,14 @@ void run_actions(const std::vector<std::uint8_t>& original, const ParsedPacket& 
         ParsedPacket reply_before = q;
         // (Unless the client itself sent from a VIP:port: then the answer is a new request.)
         bool is_reply = table().match(q).kind == MatchKind::from_backend;
-        if (balance(f, q, table(), resolve).kind == VerdictKind::forward && is_reply) {
+        if (balance(f, q, table(), resolve).fate == Fate::forward && is_reply) {
           FUZZ_CHECK(q.src_address == p.dst_address && q.src_port == p.dst_port);
           FUZZ_CHECK(q.dst_address == p.src_address && q.dst_port == p.src_port);
           check_after(f, q, reply_before, reply_was);
         }
       }
-    } else if (v.kind == VerdictKind::pass_to_kernel || v.drop_reason == DropReason::no_backend ||
-               v.drop_reason == DropReason::ttl_expired) {
+    } else if (v.drop == Drop::unexpected || v.drop == Drop::no_backend ||
+               v.drop == Drop::ttl_expired) {
       FUZZ_CHECK(f == original);
     }
   }
@@ -155,7 +184,7 @@ void run_actions(const std::vector<std::uint8_t>& original, const ParsedPacket& 
       f[q.l4_checksum_offset()] = static_cast<std::uint8_t>(sum >> 8);
       f[q.l4_checksum_offset() + 1] = static_cast<std::uint8_t>(sum);
       FUZZ_CHECK(classify_l4_checksum(f, q) == L4Checksum::partial);
-      if (balance(f, q, table(), resolve).kind == VerdictKind::forward) {
+      if (balance(f, q, table(), resolve).fate == Fate::forward) {
         finish_l4_checksum(f, q);
         FUZZ_CHECK(checksums(f, q).l4_ok);
       }
@@ -182,6 +211,14 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   FUZZ_CHECK(p.l3_offset + std::uint64_t{p.l3_bytes} <= size);
   FUZZ_CHECK(p.payload_offset + std::uint64_t{p.payload_bytes} <= size);
 
+  if (size >= 3) {
+    std::uint8_t k = data[size - 3] % 3;
+    check_hinted_match(p, {k == 0   ? MatchKind::none
+                           : k == 1 ? MatchKind::to_service
+                                    : MatchKind::from_backend,
+                           static_cast<std::uint16_t>(data[size - 2] % 9),
+                           static_cast<std::uint16_t>(data[size - 1] % 4)});
+  }
   // As received (checksums most likely wrong after mutation: actions must not care)...
   std::vector<std::uint8_t> frame(data, data + size);
   run_actions(frame, p);

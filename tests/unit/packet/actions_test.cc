@@ -23,9 +23,9 @@ const NextHop kHop{.egress_port = 3,
                    .dst_mac = {0x02, 0, 0, 0, 0x01, 0x02}};
 
 // The caller's neighbour lookup, as the worker would pass it: here always kHop.
-DropReason resolve_to_hop(const ParsedPacket&, NextHop& out) {
+Verdict resolve_to_hop(const ParsedPacket&, NextHop& out) {
   out = kHop;
-  return DropReason::none;
+  return Verdict::forward(kHop.egress_port);
 }
 
 ServiceTableOptions maglev_size(std::uint32_t size) {
@@ -99,7 +99,7 @@ TEST(Route, TtlOneOrZeroIsDroppedUntouched) {
       auto original = f;
       ParsedPacket p;
       ASSERT_EQ(parse_frame(f, p), ParseError::none);
-      EXPECT_EQ(route(f, p, kHop), Verdict::drop(DropReason::ttl_expired));
+      EXPECT_EQ(route(f, p, kHop), Verdict::dropped(Drop::ttl_expired));
       EXPECT_EQ(f, original);
     }
   }
@@ -117,8 +117,8 @@ TEST(Route, ViaResolverReportsTheCallersDropReason) {
   auto f = test::kUdp4;
   ParsedPacket p;
   ASSERT_EQ(parse_frame(f, p), ParseError::none);
-  auto no_route = [](const ParsedPacket&, NextHop&) { return DropReason::no_route; };
-  EXPECT_EQ(route_via(f, p, no_route), Verdict::drop(DropReason::no_route));
+  auto no_route = [](const ParsedPacket&, NextHop&) { return Verdict::dropped(Drop::no_route); };
+  EXPECT_EQ(route_via(f, p, no_route), Verdict::dropped(Drop::no_route));
   EXPECT_EQ(f, test::kUdp4);
   EXPECT_EQ(route_via(f, p, resolve_to_hop), Verdict::forward(3));
 }
@@ -130,7 +130,7 @@ TEST(Route, NeighbourMissRoutesTheFrameButForItsDestinationMacAndHoldsIt) {
   std::uint8_t ttl = p.hop_limit;
   auto miss = [](const ParsedPacket&, NextHop& out) {
     out = kHop;  // the resolver knows the port and its MAC, not the next hop's
-    return DropReason::neighbour_miss;
+    return Verdict::hold(kHop.egress_port);
   };
   EXPECT_EQ(route_via(f, p, miss), Verdict::hold(3));
   EXPECT_EQ(p.hop_limit, ttl - 1);
@@ -144,8 +144,8 @@ TEST(Route, RefusesAFrameShorterThanItsParse) {
   ParsedPacket p;
   ASSERT_EQ(parse_frame(f, p), ParseError::none);
   std::vector<std::uint8_t> shorter(f.begin(), f.end() - 1);
-  EXPECT_EQ(route(shorter, p, kHop), Verdict::drop(DropReason::malformed));
-  EXPECT_EQ(reflect(shorter, p, 0), Verdict::drop(DropReason::malformed));
+  EXPECT_EQ(route(shorter, p, kHop), Verdict::dropped(Drop::malformed));
+  EXPECT_EQ(reflect(shorter, p, 0), Verdict::dropped(Drop::malformed));
 }
 
 // One backend, so the choice is known and the result can be compared with scapy's bytes.
@@ -241,8 +241,8 @@ TEST(Balance, EveryWorkersTableChoosesTheSameBackend) {
     ParsedPacket pa, pb;
     ASSERT_EQ(parse_frame(fa, pa), ParseError::none);
     ASSERT_EQ(parse_frame(fb, pb), ParseError::none);
-    ASSERT_EQ(balance_rewrite(fa, pa, worker_a), BalanceStep::to_backend);
-    ASSERT_EQ(balance_rewrite(fb, pb, worker_b), BalanceStep::to_backend);
+    ASSERT_EQ(balance_rewrite(fa, pa, worker_a), Verdict::forward(0));
+    ASSERT_EQ(balance_rewrite(fb, pb, worker_b), Verdict::forward(0));
     ASSERT_EQ(fa, fb) << "client port " << port;
   }
 }
@@ -255,7 +255,7 @@ TEST(Balance, NoBackendUpDropsUntouched) {
   auto f = test::kUdp4;
   ParsedPacket p;
   ASSERT_EQ(parse_frame(f, p), ParseError::none);
-  EXPECT_EQ(balance(f, p, table, resolve_to_hop), Verdict::drop(DropReason::no_backend));
+  EXPECT_EQ(balance(f, p, table, resolve_to_hop), Verdict::dropped(Drop::no_backend));
   EXPECT_EQ(f, test::kUdp4);
 }
 
@@ -268,8 +268,8 @@ TEST(Balance, NotAServiceOrAReflectServicePassesUntouched) {
   auto f = test::kUdp4;
   ParsedPacket p;
   ASSERT_EQ(parse_frame(f, p), ParseError::none);
-  EXPECT_EQ(balance_rewrite(f, p, table), BalanceStep::not_balanced);
-  EXPECT_EQ(balance(f, p, table, resolve_to_hop), Verdict::pass_to_kernel());
+  EXPECT_EQ(balance_rewrite(f, p, table), Verdict::dropped(Drop::unexpected));
+  EXPECT_EQ(balance(f, p, table, resolve_to_hop), Verdict::dropped(Drop::unexpected));
   EXPECT_EQ(f, test::kUdp4);
 }
 
@@ -282,7 +282,7 @@ TEST(Balance, TtlExpiredDropsBeforeRewriting) {
   auto original = f;
   ParsedPacket p;
   ASSERT_EQ(parse_frame(f, p), ParseError::none);
-  EXPECT_EQ(balance(f, p, table, resolve_to_hop), Verdict::drop(DropReason::ttl_expired));
+  EXPECT_EQ(balance(f, p, table, resolve_to_hop), Verdict::dropped(Drop::ttl_expired));
   EXPECT_EQ(f, original);
 }
 
@@ -295,7 +295,7 @@ TEST(Balance, NeighbourMissAfterRewriteHoldsTheRewrittenFrame) {
   net::IpAddress asked_for;
   auto miss = [&](const ParsedPacket& q, NextHop&) {
     asked_for = q.destination_ip();
-    return DropReason::neighbour_miss;
+    return Verdict::hold(0);
   };
   EXPECT_EQ(balance(f, p, table, miss), Verdict::hold(0));
   EXPECT_EQ(asked_for.to_string(), "10.0.1.2");  // the lookup is for the backend, not the VIP
@@ -356,13 +356,14 @@ TEST(Reflect, AFragmentAfterTheFirstHasOnlyItsAddressesSwapped) {
   EXPECT_EQ(p.src_address, addr("10.0.0.10"));
 }
 
-TEST(Verdict, NamesForMetrics) {
-  EXPECT_EQ(to_string(DropReason::no_backend), "no_backend");
-  EXPECT_EQ(to_string(DropReason::ttl_expired), "ttl_expired");
-  EXPECT_EQ(to_string(DropReason::neighbour_miss), "neighbour_miss");
-  EXPECT_EQ(to_string(DropReason::malformed), "malformed");
-  EXPECT_EQ(to_string(VerdictKind::pass_to_kernel), "pass_to_kernel");
-  EXPECT_EQ(to_string(BalanceStep::to_client), "to_client");
+TEST(Fate, NamesForMetrics) {
+  EXPECT_EQ(to_string(Drop::no_backend), "no_backend");
+  EXPECT_EQ(to_string(Drop::ttl_expired), "ttl_expired");
+  EXPECT_EQ(to_string(Drop::malformed), "malformed");
+  EXPECT_EQ(to_string(Drop::unexpected), "unexpected");
+  EXPECT_EQ(to_string(Drop::icmp_unmatched), "icmp_unmatched");
+  EXPECT_EQ(to_string(Fate::hold), "hold");
+  EXPECT_EQ(to_string(Fate::wait), "wait");
 }
 
 }  // namespace

@@ -112,6 +112,71 @@ TEST(ServiceTable, MatchesRequestsByVipAndRepliesByBackend) {
   EXPECT_EQ(m.kind, MatchKind::to_service);
 }
 
+// The XDP maps' ids as they are after a few reloads: not the table's order, with gaps.
+ServiceTableOptions steering_ids() {
+  ServiceTableOptions o = maglev_size(251);
+  o.steering_id = [](const config::ServiceConfig& s) -> std::optional<std::uint32_t> {
+    if (s.name == "dns") return 7;
+    if (s.name == "mirror") return 0;
+    if (s.name == "dns6") return 2;
+    return std::nullopt;
+  };
+  return o;
+}
+
+TEST(ServiceTable, AHintThatHoldsIsTakenWithoutALookup) {
+  auto configs = sample_services();
+  ServiceTable t = build_service_table(configs, steering_ids());
+  auto request = udp("192.0.2.1", 40000, "10.0.0.10", 53);
+  ServiceMatch m = t.match(request, {MatchKind::to_service, 7, 0});
+  ASSERT_EQ(m.kind, MatchKind::to_service);
+  EXPECT_EQ(m.service->name, "dns");
+  m = t.match(udp("2001:db8:1::3", 53, "2001:db8::99", 1000), {MatchKind::from_backend, 2, 1});
+  ASSERT_EQ(m.kind, MatchKind::from_backend);
+  EXPECT_EQ(m.service->name, "dns6");
+  EXPECT_EQ(m.backend, 1u);
+  // The one frame both readings fit (to a VIP, from a backend): the XDP program decides, as it
+  // decides which counter the frame goes to; its own order is the table's (VIP first).
+  auto both = udp("10.0.1.2", 53, "10.0.0.10", 53);
+  EXPECT_EQ(t.match(both, {MatchKind::from_backend, 7, 0}).kind, MatchKind::from_backend);
+  EXPECT_EQ(t.match(both, {MatchKind::to_service, 7, 0}).kind, MatchKind::to_service);
+}
+
+TEST(ServiceTable, AHintThatDoesNotHoldFallsBackToTheTablesOwnMatch) {
+  auto configs = sample_services();
+  ServiceTable t = build_service_table(configs, steering_ids());
+  auto request = udp("192.0.2.1", 40000, "10.0.0.10", 53);
+  auto reply = udp("10.0.1.4", 5353, "192.0.2.1", 40000);
+  // Another service's id (the maps of a config this table is not built from), an unknown id, an
+  // id past every one, the right id with another backend's index or one past the end, a TCP frame.
+  for (MatchHint wrong :
+       {MatchHint{MatchKind::to_service, 2, 0}, MatchHint{MatchKind::to_service, 5, 0},
+        MatchHint{MatchKind::to_service, 60000, 0}, MatchHint{MatchKind::from_backend, 7, 0}}) {
+    ServiceMatch m = t.match(request, wrong);
+    ASSERT_EQ(m.kind, MatchKind::to_service);
+    EXPECT_EQ(m.service->name, "dns");
+  }
+  for (MatchHint wrong :
+       {MatchHint{MatchKind::from_backend, 7, 1}, MatchHint{MatchKind::from_backend, 7, 3},
+        MatchHint{MatchKind::from_backend, 0, 0}, MatchHint{MatchKind::to_service, 7, 2}}) {
+    ServiceMatch m = t.match(reply, wrong);
+    ASSERT_EQ(m.kind, MatchKind::from_backend);
+    EXPECT_EQ(m.backend, 2u);
+  }
+  auto tcp = request;
+  tcp.protocol = IPPROTO_TCP;
+  EXPECT_EQ(t.match(tcp, {MatchKind::to_service, 7, 0}).kind, MatchKind::none);
+  // The IPv6 address with the IPv4 VIP's leading bytes is not that VIP.
+  auto v6 = udp("2001:db8::1", 40000, "a00:a::", 53);
+  v6.dst_address = addr("10.0.0.10");
+  v6.version = IpVersion::v6;
+  EXPECT_EQ(t.match(v6, {MatchKind::to_service, 7, 0}).kind, MatchKind::none);
+  // A table built without steering ids takes no hint.
+  ServiceTable plain = build_service_table(configs, maglev_size(251));
+  EXPECT_EQ(plain.match(udp("10.0.1.2", 53, "10.0.0.10", 53), {MatchKind::from_backend, 7, 0}).kind,
+            MatchKind::to_service);
+}
+
 TEST(ServiceTable, DownBackendsLeaveMaglevButKeepTheirReplies) {
   auto configs = sample_services();
   ServiceTableOptions options;
