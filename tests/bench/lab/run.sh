@@ -27,6 +27,9 @@
 # from a backend about 1,000 balanced flows (icmp_errors.py, sent from the backend's side), which
 # ferry turns into errors from the VIP quoting the client's datagram to the VIP, next to conntrack
 # doing the same for the flows' DNAT entries (made by the client's datagrams just before).
+# FERRYD_B=PATH measures instead this tree's ferryd next to another build's (PATH, e.g. a previous
+# revision's) and to this one with FERRY_XSK_IGNORE_XDP_MATCH=1 (the worker matches every frame
+# itself), balance only, alternated REPEATS times, and writes tests/bench/results/lab-ab.md.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../../.." && pwd)"
 build="${1:-$root/build}"
@@ -44,6 +47,10 @@ iphop_mode="${IPHOP:-}"
 repeats="${REPEATS:-3}"
 [ -n "$affinity_mode" ] && out="$root/tests/bench/results/flows.md"
 [ -n "$iphop_mode" ] && out="$root/tests/bench/results/ip-hop.md"
+ferryd_b="${FERRYD_B:-}"
+[ -n "$ferryd_b" ] && out="$root/tests/bench/results/lab-ab.md"
+[ -z "$ferryd_b" ] || [ -x "$ferryd_b" ] || { echo "run.sh: FERRYD_B=$ferryd_b is not a program" >&2; exit 1; }
+ferry_env=""  # VAR=value words ferryd starts with
 
 for tool in trafgen nft bpftool clang; do
   command -v "$tool" >/dev/null || { echo "run.sh: $tool missing (apt-get install netsniff-ng nftables bpftool clang)" >&2; exit 1; }
@@ -126,7 +133,7 @@ start_ferryd() {
   # ferryd's worker may only use CPU 1; trafgen runs on CPU 0. nice -15: the kernel's forwarding
   # runs in softirq, which preempts whatever else runs on a shared machine; a user-space worker
   # would instead share its CPU with it (a deployment isolates the workers' CPUs).
-  ip netns exec "$G" nice -n -15 taskset -c 1 "$ferryd" --config "$work/ferryd.json" \
+  ip netns exec "$G" env $ferry_env nice -n -15 taskset -c 1 "$ferryd" --config "$work/ferryd.json" \
     >"$work/ferryd.log" 2>&1 &
   ferry_pid=$!
   for _ in $(seq 100); do
@@ -467,6 +474,26 @@ for size in sorted({k[0] for k in runs}):
         print(f"| {size} | {statistics.median(x[0] for x in f) / statistics.median(x[0] for x in k):.2f} | "
               f"{statistics.median(x[1] for x in f) / statistics.median(x[1] for x in k):.2f} |")
 PY
+  cat "$out"
+  exit 0
+fi
+if [ -n "$ferryd_b" ]; then
+  ferryd_a="$ferryd"
+  for size in $sizes; do
+    for rep in $(seq "$repeats"); do
+      for side in tree tree-no-hint other; do
+        ferryd="$ferryd_a"; ferry_env=""
+        [ "$side" = other ] && ferryd="$ferryd_b"
+        [ "$side" = tree-no-hint ] && ferry_env="FERRY_XSK_IGNORE_XDP_MATCH=1"
+        start_ferryd
+        measure "$side" balance "$size" "$VIP" "$PORT"
+        stop_ferryd
+      done
+    done
+  done
+  mkdir -p "$(dirname "$out")"
+  python3 "$root/tests/bench/lab/report_ab.py" "$results" "$hz" "$secs" "$load_before" "$repeats" \
+    "$ferryd_b" >"$out"
   cat "$out"
   exit 0
 fi
