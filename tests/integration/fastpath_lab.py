@@ -11,7 +11,8 @@ import socket
 import struct
 import subprocess
 
-from harness import base_config, check_eq, ok, wait_until
+from harness import base_config, check_eq, wait_until
+from harness import by_label, samples, total  # noqa: F401 (its tests import them from here)
 from netns import Netns, end_all, veth
 
 VIP = "10.10.100.10"
@@ -318,25 +319,6 @@ def fastpath_config(w, backends=BACKENDS, frame_bytes=4096, ipv6=False):
         "umem": {"frames": 4096, "frame_bytes": frame_bytes},
         "rings": {"fill": 512, "completion": 512, "rx": 512, "tx": 512},
     }, services=services, routes=[{"prefix": ROUTED_PREFIX, "via": "g1"}])
-
-
-def samples(d, family):
-    fams = ok(d.request("stats", {"prefix": family}))["metrics"]
-    fam = [f for f in fams if f["name"] == family]
-    return [(s["labels"], s["value"]) for s in fam[0]["samples"]] if fam else []
-
-
-def total(d, family, **match):
-    return sum(v for labels, v in samples(d, family)
-               if all(labels.get(k) == str(x) for k, x in match.items()))
-
-
-def by_label(d, family, label):
-    """{label value: sum of the family's samples with it}."""
-    out = {}
-    for labels, v in samples(d, family):
-        out[labels.get(label)] = out.get(labels.get(label), 0) + v
-    return out
 
 
 def frames_by_queue(d):

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """The control socket of the real daemon: stale files, a second daemon, bad-input barrage, slow
 and many clients, access levels for a non-root uid."""
 import json
@@ -6,10 +5,8 @@ import os
 import pwd
 import resource
 import socket
-import subprocess
-import threading
 
-from harness import (FERRYCTL, ControlClient, Daemon, base_config, check, check_eq, ok, run_tests,
+from harness import (Daemon, base_config, check, check_eq, ferryctl, ok,
                      running, tcp_control_config)
 
 
@@ -21,22 +18,22 @@ def rss_kib(pid):
     return 0
 
 
-def stale_socket_file_is_replaced(w):
-    cfg = base_config(w)
+def test_stale_socket_file_is_replaced(workdir):
+    cfg = base_config(workdir)
     sock_path = cfg["control"]["socket"]
     os.makedirs(os.path.dirname(sock_path), mode=0o750)
     stale = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     stale.bind(sock_path)
     stale.close()  # the file stays, nobody listens: what a crashed daemon leaves behind
-    with running(w, cfg) as d:
+    with running(workdir, cfg) as d:
         check_eq(ok(d.request("status"))["state"], "running", "serves on the replaced socket")
 
 
-def second_daemon_on_same_socket_is_refused(w):
-    cfg = base_config(w)
-    with running(w, cfg) as first:
-        path2 = w.write_config(cfg, name="second.json")
-        second = Daemon(w, path2, name="second")
+def test_second_daemon_on_same_socket_is_refused(workdir):
+    cfg = base_config(workdir)
+    with running(workdir, cfg) as first:
+        path2 = workdir.write_config(cfg, name="second.json")
+        second = Daemon(workdir, path2, name="second")
         try:
             code = second.proc.wait(timeout=15)
             check_eq(code, 1, "second daemon exit code")
@@ -47,14 +44,14 @@ def second_daemon_on_same_socket_is_refused(w):
         check_eq(ok(first.request("status"))["pid"], first.proc.pid, "first daemon unaffected")
 
 
-def symlink_at_socket_path_is_refused(w):
-    cfg = base_config(w)
+def test_symlink_at_socket_path_is_refused(workdir):
+    cfg = base_config(workdir)
     sock_path = cfg["control"]["socket"]
     os.makedirs(os.path.dirname(sock_path), mode=0o750)
-    target = w.file("precious")
+    target = workdir.file("precious")
     open(target, "w").close()
     os.symlink(target, sock_path)
-    d = Daemon(w, w.write_config(cfg))
+    d = Daemon(workdir, workdir.write_config(cfg))
     try:
         check_eq(d.proc.wait(timeout=15), 1, "exit code")
         check(os.path.exists(target) and os.path.islink(sock_path), "symlink and target untouched")
@@ -62,8 +59,8 @@ def symlink_at_socket_path_is_refused(w):
         d.cleanup()
 
 
-def barrage_of_bad_input_gets_errors_and_daemon_keeps_answering(w):
-    with running(w, base_config(w)) as d:
+def test_barrage_of_bad_input_gets_errors_and_daemon_keeps_answering(workdir):
+    with running(workdir, base_config(workdir)) as d:
         with d.client() as c:
             cases = [b"{not json\n", b"[1,2,3]\n", b"\"str\"\n", b'{"id":1}\n',
                      b'{"id":"x","cmd":"status"}\n', b'{"id":2,"cmd":"no_such"}\n',
@@ -92,8 +89,8 @@ def barrage_of_bad_input_gets_errors_and_daemon_keeps_answering(w):
         check_eq(ok(d.request("status"))["state"], "running", "daemon answers after the barrage")
 
 
-def clients_that_never_read_are_cut_off_with_bounded_memory(w):
-    with running(w, base_config(w)) as d:
+def test_clients_that_never_read_are_cut_off_with_bounded_memory(workdir):
+    with running(workdir, base_config(workdir)) as d:
         before = rss_kib(d.proc.pid)
         hogs = []
         for _ in range(8):
@@ -116,10 +113,10 @@ def clients_that_never_read_are_cut_off_with_bounded_memory(w):
             s.close()
 
 
-def thousand_concurrent_clients_are_all_answered(w):
+def test_thousand_concurrent_clients_are_all_answered(workdir):
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, min(hard, 4096)), hard))
-    with running(w, base_config(w)) as d:
+    with running(workdir, base_config(workdir)) as d:
         clients = []
         for _ in range(1000):
             s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -145,36 +142,33 @@ def thousand_concurrent_clients_are_all_answered(w):
         check_eq(ok(d.request("status"))["state"], "running", "daemon answers afterwards")
 
 
-def non_root_uid_reads_but_cannot_reload(w):
-    cfg = base_config(w, control={"socket": w.file("ctl/ferryd.sock"), "mode": "0666", "group": None})
+def test_non_root_uid_reads_but_cannot_reload(workdir):
+    cfg = base_config(workdir, control={"socket": workdir.file("ctl/ferryd.sock"), "mode": "0666",
+                                        "group": None})
     nobody = pwd.getpwnam("nobody")
-    with running(w, cfg) as d:
+    with running(workdir, cfg) as d:
         os.chmod(os.path.dirname(d.socket_path), 0o755)
-        as_nobody = ["setpriv", f"--reuid={nobody.pw_uid}", f"--regid={nobody.pw_gid}", "--clear-groups",
-                     FERRYCTL, "--socket", d.socket_path]
-        r = subprocess.run(as_nobody + ["status"], capture_output=True, text=True, timeout=10)
+        r = ferryctl(d, "status", user=nobody, timeout=10)
         check_eq(r.returncode, 0, f"status as nobody ({r.stderr})")
-        r = subprocess.run(as_nobody + ["--json", "reload"], capture_output=True, text=True, timeout=10)
+        r = ferryctl(d, "--json", "reload", user=nobody, timeout=10)
         check_eq(r.returncode, 4, f"reload as nobody exit code ({r.stdout} {r.stderr})")
         check("permission_denied" in r.stdout + r.stderr, f"permission_denied: {r.stdout} {r.stderr}")
         check_eq(ok(d.request("status"))["reloads"], 0, "nothing was reloaded")
         check_eq(ok(d.request("reload"))["reloaded"], True, "root may reload")
 
 
-def uid_outside_socket_permissions_cannot_connect(w):
+def test_uid_outside_socket_permissions_cannot_connect(workdir):
     nobody = pwd.getpwnam("nobody")
-    with running(w, base_config(w)) as d:
+    with running(workdir, base_config(workdir)) as d:
         os.chmod(os.path.dirname(d.socket_path), 0o755)
-        r = subprocess.run(["setpriv", f"--reuid={nobody.pw_uid}", f"--regid={nobody.pw_gid}",
-                            "--clear-groups", FERRYCTL, "--socket", d.socket_path, "status"],
-                           capture_output=True, text=True, timeout=10)
+        r = ferryctl(d, "status", user=nobody, timeout=10)
         check_eq(r.returncode, 4, f"exit code for EACCES ({r.stderr})")
         check("permission denied" in r.stderr.lower(), f"message: {r.stderr}")
 
 
-def tcp_control_needs_the_token(w):
-    cfg = tcp_control_config(w, "s3cret-token")
-    with running(w, cfg) as d:
+def test_tcp_control_needs_the_token(workdir):
+    cfg = tcp_control_config(workdir, "s3cret-token")
+    with running(workdir, cfg) as d:
         host, port = ok(d.request("status"))["control"]["tcp"].rsplit(":", 1)
 
         def session(first_line):
@@ -198,17 +192,3 @@ def tcp_control_needs_the_token(w):
         counters = ok(d.request("stats", {"prefix": "ferry_control_rejected"}))["metrics"][0]["samples"]
         auth = [c["value"] for c in counters if c["labels"]["reason"] == "auth"][0]
         check_eq(auth, 1, "failed authentication counted")
-
-
-if __name__ == "__main__":
-    run_tests([
-        stale_socket_file_is_replaced,
-        second_daemon_on_same_socket_is_refused,
-        symlink_at_socket_path_is_refused,
-        barrage_of_bad_input_gets_errors_and_daemon_keeps_answering,
-        clients_that_never_read_are_cut_off_with_bounded_memory,
-        thousand_concurrent_clients_are_all_answered,
-        non_root_uid_reads_but_cannot_reload,
-        uid_outside_socket_permissions_cannot_connect,
-        tcp_control_needs_the_token,
-    ])

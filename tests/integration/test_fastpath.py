@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """The AF_XDP fast path end to end. Three namespaces: client -- ferry gateway (two 2-queue veth
 ports, ferryd's workers between them) -- backends (3 UDP echo servers and a sink), the senders'
 veths with their default offloads, so the client's and the backends' stacks send UDP with only the
@@ -13,7 +12,7 @@ import time
 
 from fastpath_lab import (BACKENDS, CLIENT, PORT, SINK, SINK_SCRIPT, VIP, Lab, fastpath_config,
                           frames_by_queue, partial_udp_checksum, quiescent, total)
-from harness import SOURCE_ROOT, check, check_eq, ok, run_tests, running, wait_until
+from harness import SOURCE_ROOT, check, check_eq, ok, running, wait_until
 from netns import xdp_attached
 
 
@@ -79,14 +78,14 @@ def check_routes(lab, d):
     check(total(d, "ferry_xsk_tx_packets_total", iface="g1") - tx_before >= len(got), "sent by ferry")
 
 
-def balances_udp_across_three_backends_with_vip_replies(w):
+def test_balances_udp_across_three_backends_with_vip_replies(workdir):
     """Default lab: the client's and the backends' stacks send what a local stack sends over veth
     (transmit checksum offload on: the pseudo-header sum only), and ferry's rewrites must leave
     checksums the receivers accept."""
     lab = Lab()
     try:
-        lab.start_echo(w)
-        with running(w, fastpath_config(w), netns=lab.gw.name) as d:
+        lab.start_echo(workdir)
+        with running(workdir, fastpath_config(workdir), netns=lab.gw.name) as d:
             check_balances(lab, d, "bal")
             check(finished_partial(d) >= 180, "the requests' and replies' partial checksums were "
                   f"finished: {finished_partial(d)}")
@@ -107,25 +106,25 @@ def balances_udp_across_three_backends_with_vip_replies(w):
         lab.close()
 
 
-def routes_udp_with_ttl_decremented(w):
+def test_routes_udp_with_ttl_decremented(workdir):
     lab = Lab()
     try:
-        with running(w, fastpath_config(w), netns=lab.gw.name) as d:
+        with running(workdir, fastpath_config(workdir), netns=lab.gw.name) as d:
             check_routes(lab, d)
             check(finished_partial(d) >= 30, f"partial checksums finished: {finished_partial(d)}")
     finally:
         lab.close()
 
 
-def balances_and_routes_full_checksums_from_senders_without_offload(w):
+def test_balances_and_routes_full_checksums_from_senders_without_offload(workdir):
     """The one lab variant with transmit checksum offload off on the senders (c0, b0): their
     frames carry full checksums, as frames from a real NIC do, so ferry's incremental update of
     a complete checksum is what the receivers check here. The same balance and route checks."""
     lab = Lab(tx_checksum_offload=False)
     try:
         check_eq(lab.sender_tx_csum, {"c0": 0, "b0": 0}, "offload off on the senders")
-        lab.start_echo(w)
-        with running(w, fastpath_config(w), netns=lab.gw.name) as d:
+        lab.start_echo(workdir)
+        with running(workdir, fastpath_config(workdir), netns=lab.gw.name) as d:
             check_balances(lab, d, "full")
             check_routes(lab, d)
             check_eq(finished_partial(d), 0, "no checksum to finish: the incremental path carried all")
@@ -133,10 +132,10 @@ def balances_and_routes_full_checksums_from_senders_without_offload(w):
         lab.close()
 
 
-def tcp_and_icmp_still_go_through_the_kernel(w):
+def test_tcp_and_icmp_still_go_through_the_kernel(workdir):
     lab = Lab()
     try:
-        with running(w, fastpath_config(w), netns=lab.gw.name) as d:
+        with running(workdir, fastpath_config(workdir), netns=lab.gw.name) as d:
             passed = total(d, "ferry_xdp_packets_total", action="pass")
             r = lab.client.run("ping", "-c", "3", "-i", "0.2", "-W", "2", BACKENDS[1], check=False)
             check_eq(r.returncode, 0, f"ping across the gateway: {r.stdout}")
@@ -170,23 +169,23 @@ TRAFGEN_CONF = """{{ eth(da={gw_mac}, sa={client_mac}),
 """
 
 
-def frames_are_conserved_after_a_million_packets(w):
+def test_frames_are_conserved_after_a_million_packets(workdir):
     """1M datagrams through the balance path: afterwards every slab's frames are accounted for,
     none twice, and what the backends' interface received plus every drop counter on the way
     (ferry's workers, the AF_XDP sockets, the veths) is exactly what the generator sent."""
     lab = Lab(static_neighbours=True)
     try:
-        lab.start_echo(w)
+        lab.start_echo(workdir)
         # Rings and slabs four times the other tests': a shared 2-CPU machine can hold a worker
         # off its CPU for milliseconds, and 2048 frames on the fill ring last 20 ms at this rate.
-        cfg = fastpath_config(w)
+        cfg = fastpath_config(workdir)
         cfg["xdp"]["umem"]["frames"] = 16384
         cfg["xdp"]["rings"] = {"fill": 2048, "completion": 2048, "rx": 2048, "tx": 2048}
-        with running(w, cfg, netns=lab.gw.name) as d:
+        with running(workdir, cfg, netns=lab.gw.name) as d:
             res = lab.converse("warm", flows=6, rounds=1)
             check_eq((res["ok"], res["lost"]), (6, 0), f"serving before the blast {res}")
             quiescent(d)
-            conf = w.file("blast.trafgen")
+            conf = workdir.file("blast.trafgen")
             with open(conf, "w") as f:
                 f.write(TRAFGEN_CONF.format(gw_mac=lab.mac["g0"], client_mac=lab.mac["c0"],
                                             client=CLIENT, vip=VIP, port=PORT,
@@ -253,16 +252,16 @@ def frames_are_conserved_after_a_million_packets(w):
         lab.close()
 
 
-def frames_for_a_next_hop_that_never_answers_are_held_then_dropped(w):
+def test_frames_for_a_next_hop_that_never_answers_are_held_then_dropped(workdir):
     """A routed prefix behind a gateway address nobody has: ferry holds the datagrams while it
     asks the kernel to resolve the gateway, then drops them as neighbour_timeout, no sooner than
     a second after they came; every frame is back in its slab after."""
     lab = Lab()
     try:
         lab.gw.ip("route", "add", "10.10.5.0/24", "via", "10.10.2.99", "dev", "g1")
-        cfg = fastpath_config(w)
+        cfg = fastpath_config(workdir)
         cfg["routes"].append({"prefix": "10.10.5.0/24", "via": "g1"})
-        with running(w, cfg, netns=lab.gw.name) as d:
+        with running(workdir, cfg, netns=lab.gw.name) as d:
             send = ("import socket\ns=socket.socket(socket.AF_INET,socket.SOCK_DGRAM)\n"
                     "for i in range(20):\n s.sendto(b'nowhere %03d' % i, ('10.10.5.5', 9999))\n")
             started = time.monotonic()
@@ -291,17 +290,17 @@ def frames_for_a_next_hop_that_never_answers_are_held_then_dropped(w):
         lab.close()
 
 
-def reload_removing_a_backend_moves_only_its_flows(w):
+def test_reload_removing_a_backend_moves_only_its_flows(workdir):
     lab = Lab()
     try:
-        lab.start_echo(w)
-        cfg = fastpath_config(w)
-        with running(w, cfg, netns=lab.gw.name) as d:
+        lab.start_echo(workdir)
+        cfg = fastpath_config(workdir)
+        with running(workdir, cfg, netns=lab.gw.name) as d:
             res = lab.converse("before", flows=60, rounds=1, base=30000)
             check_eq(res["ok"], 60, f"before the reload {res}")
             before = {p: next(iter(b)) for p, b in lab.echoed("before").items()}
             generation = ok(d.request("status"))["xdp"]["fastpath"]["table_generation"]
-            w.write_config(fastpath_config(w, BACKENDS[:2]))
+            workdir.write_config(fastpath_config(workdir, BACKENDS[:2]))
             ok(d.request("reload"), "reload removing 10.10.2.4")
             check(xdp_attached(lab.gw, "g0") and xdp_attached(lab.gw, "g1"), "program stays attached")
             status = ok(d.request("status"))["xdp"]["fastpath"]
@@ -319,35 +318,22 @@ def reload_removing_a_backend_moves_only_its_flows(w):
         lab.close()
 
 
-def sigkill_leaves_no_program_and_restart_works(w):
+def test_sigkill_leaves_no_program_and_restart_works(workdir):
     lab = Lab()
     try:
-        lab.start_echo(w)
-        cfg = fastpath_config(w)
-        with running(w, cfg, netns=lab.gw.name) as d:
+        lab.start_echo(workdir)
+        cfg = fastpath_config(workdir)
+        with running(workdir, cfg, netns=lab.gw.name) as d:
             check(lab.converse("first", flows=4, rounds=1)["ok"] == 4, "serving")
             d.kill()
             wait_until(lambda: not xdp_attached(lab.gw, "g0") and not xdp_attached(lab.gw, "g1"),
                        5, "the kernel to release the bpf_links")
             ss = lab.gw.run("ss", "--xdp", "-a", "-n").stdout
             check_eq(ss.count("\n"), 1, f"no AF_XDP socket left: {ss}")
-        with running(w, cfg, netns=lab.gw.name, name="second") as d2:
+        with running(workdir, cfg, netns=lab.gw.name, name="second") as d2:
             res = lab.converse("second", flows=10, rounds=2)
             check_eq((res["ok"], res["lost"]), (20, 0), f"second daemon serves {res}")
             check_eq(d2.stop(), 0, "graceful exit")
             check(not xdp_attached(lab.gw, "g0"), "detached after SIGTERM")
     finally:
         lab.close()
-
-
-if __name__ == "__main__":
-    run_tests([
-        balances_udp_across_three_backends_with_vip_replies,
-        routes_udp_with_ttl_decremented,
-        balances_and_routes_full_checksums_from_senders_without_offload,
-        tcp_and_icmp_still_go_through_the_kernel,
-        frames_are_conserved_after_a_million_packets,
-        frames_for_a_next_hop_that_never_answers_are_held_then_dropped,
-        reload_removing_a_backend_moves_only_its_flows,
-        sigkill_leaves_no_program_and_restart_works,
-    ])

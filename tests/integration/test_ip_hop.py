@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """ferry as a complete IP hop for UDP, with real software on both sides. The DNS lab of
 test_dns.py (client -- ferry gateway, two 2-queue veth ports -- three dnsmasq, IPv4 and IPv6,
 default offloads) plus a routed prefix behind the backends:
@@ -20,9 +19,9 @@ import json
 import re
 import time
 
-from harness import check, check_eq, run_tests, running, wait_until
-from test_dns import (BACKENDS4, BACKENDS6, CLIENT4, CLIENT6, GW_BACK4, GW_CLIENT4, GW_CLIENT6,
-                      PORT, VIP4, VIP6, DnsLab, dig, dns_config, drops_by_reason)
+from harness import check, check_eq, running, wait_until
+from test_dns import (BACKENDS4, CLIENT4, CLIENT6, GW_CLIENT4, PORT, VIP4, VIP6, DnsLab, dig,
+                      dns_config, drops_by_reason)
 from fastpath_lab import total
 
 BIG_NAME = "big.example.test"
@@ -124,8 +123,8 @@ def dig_args(server, source, *extra):
             "+time=2", "+notcp", "+ignore", *extra]
 
 
-def fragmented_answers_and_queries_cross_both_ways(w):
-    with serving(w) as (lab, d):
+def test_fragmented_answers_and_queries_cross_both_ways(workdir):
+    with serving(workdir) as (lab, d):
         for vip, src in ((VIP4, CLIENT4), (VIP6, CLIENT6)):
             for i in range(5):
                 r = lab.client.run(*dig_args(vip, src, "+bufsize=4096", BIG_NAME, "TXT"),
@@ -155,8 +154,8 @@ def _parsed(r):
             "output": r.stdout + r.stderr}
 
 
-def a_df_client_learns_the_backend_links_mtu(w):
-    with serving(w, backend_mtu=SMALL_MTU) as (lab, d):
+def test_a_df_client_learns_the_backend_links_mtu(workdir):
+    with serving(workdir, backend_mtu=SMALL_MTU) as (lab, d):
         wait_until(lambda: all(v == SMALL_MTU for v in
                                [json.loads(lab.gw.ip("-j", "link", "show", "g1").stdout)[0]["mtu"]]),
                    5, "g1 at the small MTU")
@@ -185,8 +184,8 @@ def a_df_client_learns_the_backend_links_mtu(w):
         check(made >= 3 * 2, f"IPv4 fragments cut by ferry: {made}")
 
 
-def a_stopped_backend_is_refused_at_once(w):
-    with serving(w) as (lab, d):
+def test_a_stopped_backend_is_refused_at_once(workdir):
+    with serving(workdir) as (lab, d):
         res = dig(lab.client, VIP4, CLIENT4, "who.example.test", "TXT")
         check_eq(res["status"], "NOERROR", "served before the backends stop")
         for _, _, _, p, _ in lab.dnsmasq:
@@ -204,8 +203,8 @@ def a_stopped_backend_is_refused_at_once(w):
         check(total(d, "ferry_xsk_icmp_translated_total") >= 2, "port unreachable translated")
 
 
-def tracepath_shows_the_gateway(w):
-    with serving(w) as (lab, d):
+def test_tracepath_shows_the_gateway(workdir):
+    with serving(workdir) as (lab, d):
         for target, extra in ((VIP4, ["-p", str(PORT)]), (SINK4, [])):
             r = lab.client.run("timeout", "30", "tracepath", "-n", "-m", "2", *extra, target,
                                check=False)
@@ -214,10 +213,3 @@ def tracepath_shows_the_gateway(w):
                   f"tracepath {target}: the gateway {GW_CLIENT4} at hop 1:\n{r.stdout}")
         check(total(d, "ferry_xsk_icmp_sent_total", kind="time_exceeded") >= 2,
               "time exceeded sent")
-
-
-if __name__ == "__main__":
-    run_tests([fragmented_answers_and_queries_cross_both_ways,
-               a_df_client_learns_the_backend_links_mtu,
-               a_stopped_backend_is_refused_at_once,
-               tracepath_shows_the_gateway])

@@ -1,11 +1,10 @@
-#!/usr/bin/env python3
 """The real /metrics endpoint: promtool-clean Prometheus text, the process families, and the
 same numbers as the control protocol's stats (one registry feeds both)."""
 import re
 import socket
 import subprocess
 
-from harness import base_config, check, check_eq, http_get, metrics_endpoint, ok, run_tests, running
+from harness import base_config, check, check_eq, http_get, metrics_endpoint, ok, running
 
 
 def parse_samples(text):
@@ -17,8 +16,8 @@ def parse_samples(text):
     return samples
 
 
-def scrape_passes_promtool(w):
-    with running(w, base_config(w)) as d:
+def test_scrape_passes_promtool(workdir):
+    with running(workdir, base_config(workdir)) as d:
         host, port = metrics_endpoint(d)
         code, headers, body = http_get(host, port)
         check_eq(code, 200, "status code")
@@ -36,12 +35,12 @@ def scrape_passes_promtool(w):
                 check(line.split()[2].endswith("_total"), f"counter name {line}")
 
 
-def every_exported_family_is_documented(w):
+def test_every_exported_family_is_documented(workdir):
     import os
     from harness import SOURCE_ROOT
     with open(os.path.join(SOURCE_ROOT, "docs", "metrics.md")) as f:
         doc = f.read()
-    with running(w, base_config(w)) as d:
+    with running(workdir, base_config(workdir)) as d:
         host, port = metrics_endpoint(d)
         _, _, body = http_get(host, port)
         families = [l.split()[2] for l in body.decode().splitlines() if l.startswith("# TYPE ")]
@@ -50,8 +49,8 @@ def every_exported_family_is_documented(w):
         check(not missing, f"families missing from docs/metrics.md: {missing}")
 
 
-def stats_and_metrics_agree(w):
-    with running(w, base_config(w)) as d:
+def test_stats_and_metrics_agree(workdir):
+    with running(workdir, base_config(workdir)) as d:
         for _ in range(3):
             ok(d.request("status"))
         host, port = metrics_endpoint(d)
@@ -65,8 +64,8 @@ def stats_and_metrics_agree(w):
         check(scraped.get(key, 0) >= 4, f"{key} counts the status requests: {scraped.get(key)}")
 
 
-def other_paths_and_bad_requests(w):
-    with running(w, base_config(w)) as d:
+def test_other_paths_and_bad_requests(workdir):
+    with running(workdir, base_config(workdir)) as d:
         host, port = metrics_endpoint(d)
         check_eq(http_get(host, port, "/nope")[0], 404, "unknown path")
         with socket.create_connection((host, port), timeout=10) as s:
@@ -76,19 +75,19 @@ def other_paths_and_bad_requests(w):
         check_eq(http_get(host, port)[0], 200, "still serving /metrics")
 
 
-def metrics_can_be_disabled(w):
-    with running(w, base_config(w, metrics={"listen": None})) as d:
+def test_metrics_can_be_disabled(workdir):
+    with running(workdir, base_config(workdir, metrics={"listen": None})) as d:
         status = ok(d.request("status"))
         check_eq(status["metrics"], None, "status.metrics when disabled")
 
 
-def documented_alert_rules_pass_promtool(w):
+def test_documented_alert_rules_pass_promtool(workdir):
     """The sample alert rules in docs/metrics.md are valid rules that name real metric families."""
     import os
     doc = open(os.path.join(os.environ.get("SOURCE_ROOT", "../.."), "docs/metrics.md")).read()
     blocks = re.findall(r"```yaml\n(.*?)```", doc, re.S)
     check_eq(len(blocks), 1, "one yaml block of alert rules in docs/metrics.md")
-    rules = w.file("rules.yml")
+    rules = workdir.file("rules.yml")
     with open(rules, "w") as f:
         f.write(blocks[0])
     r = subprocess.run(["promtool", "check", "rules", rules], capture_output=True, text=True, timeout=30)
@@ -96,8 +95,3 @@ def documented_alert_rules_pass_promtool(w):
     documented = set(re.findall(r"^\| `(ferry_[a-z_]+)`", doc, re.M))
     for name in set(re.findall(r"\b(ferry_[a-z_]+)", blocks[0])):
         check(name in documented, f"alert rule metric {name} is a documented family")
-
-
-if __name__ == "__main__":
-    run_tests([scrape_passes_promtool, every_exported_family_is_documented, stats_and_metrics_agree, other_paths_and_bad_requests,
-               metrics_can_be_disabled, documented_alert_rules_pass_promtool])
