@@ -10,6 +10,7 @@ import os
 import socket
 import struct
 import subprocess
+import sys
 
 from harness import base_config, check_eq, wait_until
 from harness import by_label, samples, total  # noqa: F401 (its tests import them from here)
@@ -234,7 +235,7 @@ class Lab:
         """Applies the lab's tx_checksum_offload to a sender veth (also one re-created by a test);
         returns the interface's transmit checksum offload state after it (1 = on)."""
         args = [] if self.tx_checksum_offload else ["off"]
-        state = int(ns.run("python3", "-c", TX_CSUM, ifname, *args).stdout)
+        state = int(ns.run(sys.executable, "-c", TX_CSUM, ifname, *args).stdout)
         check_eq(state, int(self.tx_checksum_offload), f"{ifname}: transmit checksum offload")
         return state
 
@@ -271,7 +272,7 @@ class Lab:
 
     def spawn(self, ns, script, *args, log=None):
         out = open(log, "w") if log else subprocess.PIPE
-        p = subprocess.Popen(["ip", "netns", "exec", ns.name, "python3", "-u", "-c", script, *args],
+        p = subprocess.Popen(["ip", "netns", "exec", ns.name, sys.executable, "-u", "-c", script, *args],
                              stdout=out, stderr=subprocess.STDOUT, text=True)
         self.procs.append(p)
         return p
@@ -293,7 +294,7 @@ class Lab:
         return flows
 
     def converse(self, tag, flows=30, rounds=3, base=20000):
-        r = self.client.run("timeout", "120", "python3", "-c", CLIENT_SCRIPT, VIP, str(PORT),
+        r = self.client.run("timeout", "120", sys.executable, "-c", CLIENT_SCRIPT, VIP, str(PORT),
                             str(flows), str(rounds), str(base), tag, CLIENT, check=False)
         check_eq(r.returncode, 0, f"client: {r.stdout} {r.stderr} "
                  f"(UDP InCsumErrors {self.udp_csum_errors()})")

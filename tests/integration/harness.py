@@ -409,7 +409,7 @@ class Piped:
     def __init__(self, ns, script, args, err_path, name="helper"):
         self.err_path = err_path
         self.name = name
-        self.proc = subprocess.Popen(["ip", "netns", "exec", ns.name, "python3", "-u", "-c", script,
+        self.proc = subprocess.Popen(["ip", "netns", "exec", ns.name, sys.executable, "-u", "-c", script,
                                       *map(str, args)],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=open(err_path, "w"))

@@ -12,6 +12,7 @@ import json
 import os
 import re
 import subprocess
+import sys
 import time
 
 from fastpath_lab import TX_CSUM, by_label, total, udp_snmp
@@ -75,7 +76,7 @@ class DnsLab:
             self.back.ip("route", "add", "default", "via", GW_BACK4)
             self.back.ip("-6", "route", "add", "default", "via", GW_BACK6)
             for ns, ifname in ((self.client, "c0"), (self.gw, "g0"), (self.gw, "g1"), (self.back, "b0")):
-                state = ns.run("python3", "-c", TX_CSUM, ifname).stdout.strip()
+                state = ns.run(sys.executable, "-c", TX_CSUM, ifname).stdout.strip()
                 check_eq(state, "1", f"transmit checksum offload of {ifname} (the veth default)")
         except Exception:
             self.close()
@@ -329,7 +330,7 @@ def test_first_burst_of_a_new_client_is_answered_in_full(workdir):
                 return out
             held0, drops0, kdrops0, over0 = (total(d, "ferry_xsk_neighbour_held_total"),
                                              drops_by_reason(d), kernel_drops(d), overflows())
-            r = lab.client.run("timeout", "60", "python3", "-c", BURST_SCRIPT, source, vip,
+            r = lab.client.run("timeout", "60", sys.executable, "-c", BURST_SCRIPT, source, vip,
                                str(count), check=False)
             check_eq(r.returncode, 0, f"burst from {source}: {r.stderr}")
             res = json.loads(r.stdout)

@@ -8,6 +8,7 @@ checksum (Udp InCsumErrors stay 0); TCP and ICMP still go through the kernel, ev
 and every datagram are accounted for after 1M packets, a reload that removes a backend moves only
 its flows, and SIGKILL leaves nothing behind."""
 import os
+import sys
 import time
 
 from fastpath_lab import (BACKENDS, CLIENT, PORT, SINK, SINK_SCRIPT, VIP, Lab, fastpath_config,
@@ -64,7 +65,7 @@ def check_routes(lab, d):
             f"s.bind(('{CLIENT}', 24000))\n"
             "for i in range(40):\n s.sendto(b'routed %03d ' % i + b'r' * 200, "
             f"('{SINK}', 9999)); time.sleep(0.01)\n")
-    lab.client.run("python3", "-c", send)
+    lab.client.run(sys.executable, "-c", send)
     out, _ = sink.communicate(timeout=20)
     got = [l.split() for l in out.splitlines() if l and l[0].isdigit()]
     check_no_csum_errors(lab, "routing", f"({len(got)} of 40 datagrams at the sink's socket)")
@@ -145,7 +146,7 @@ def test_tcp_and_icmp_still_go_through_the_kernel(workdir):
                                f"s.bind(('{BACKENDS[0]}',7000));s.listen()\nprint('ready',flush=True)\n"
                                "c,_=s.accept();c.sendall(c.recv(100)[::-1])")
             check_eq(server.stdout.readline().strip(), "ready", "tcp server")
-            r = lab.client.run("python3", "-c", "import socket\n"
+            r = lab.client.run(sys.executable, "-c", "import socket\n"
                                f"s=socket.create_connection(('{BACKENDS[0]}',7000),timeout=5)\n"
                                "s.sendall(b'through the kernel');print(s.recv(100).decode())")
             check_eq(r.stdout.strip(), "lenrek eht hguorht", "TCP echo forwarded by the kernel")
@@ -265,7 +266,7 @@ def test_frames_for_a_next_hop_that_never_answers_are_held_then_dropped(workdir)
             send = ("import socket\ns=socket.socket(socket.AF_INET,socket.SOCK_DGRAM)\n"
                     "for i in range(20):\n s.sendto(b'nowhere %03d' % i, ('10.10.5.5', 9999))\n")
             started = time.monotonic()
-            lab.client.run("python3", "-c", send)
+            lab.client.run(sys.executable, "-c", send)
             wait_until(lambda: total(d, "ferry_xsk_neighbour_held_total") == 20, 10,
                        "20 datagrams held for 10.10.2.99")
             wait_until(lambda: total(d, "ferry_xsk_drops_total", reason="neighbour_timeout") == 20,

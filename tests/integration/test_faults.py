@@ -7,6 +7,7 @@ import contextlib
 import json
 import os
 import signal
+import sys
 import threading
 import time
 
@@ -277,7 +278,7 @@ def test_interface_deleted_under_load_is_served_again_when_it_returns(workdir):
             started = time.monotonic()
             recreate_g1_and_restart_echo(rig, workdir, echo_procs)
             restored = time.monotonic()
-            r = rig.lab.client.run("python3", "-c", UDP_PROBE, VIP, str(PORT), CLIENT, "5")
+            r = rig.lab.client.run(sys.executable, "-c", UDP_PROBE, VIP, str(PORT), CLIENT, "5")
             check(r.stdout.strip(), f"UDP answered within 5 s of g1's return:\n{d.log()}")
             answered = time.monotonic()
             print(f"  g1, its addresses and the echo servers back in {restored - started:.2f} s; "
@@ -392,7 +393,7 @@ def test_all_udp_backends_down_drops_counted_as_no_backend(workdir):
             wait_until(all_down, 5, "every UDP backend marked down")
             before = total(d, "ferry_xsk_drops_total", reason="no_backend")
             count = 300
-            rig.lab.client.run("python3", "-c",
+            rig.lab.client.run(sys.executable, "-c",
                                "import socket,time\ns=socket.socket(socket.AF_INET,socket.SOCK_DGRAM)\n"
                                f"for i in range({count}):\n s.sendto(b'blast'+bytes(40),('{VIP}',{PORT}))\n"
                                " time.sleep(0.001)\n")

@@ -12,6 +12,7 @@ import pwd
 import shutil
 import socket
 import subprocess
+import sys
 import threading
 import time
 
@@ -120,7 +121,7 @@ def test_dns_check_marks_a_stopped_dnsmasq_down_and_udp_stops_reaching_it(workdi
 
             # From now on only the checker's queries (from the gateway) may reach the address.
             sources = workdir.file("silent.sources")
-            silent = subprocess.Popen(["ip", "netns", "exec", lab.back.name, "python3", "-c",
+            silent = subprocess.Popen(["ip", "netns", "exec", lab.back.name, sys.executable, "-c",
                                        SILENT_LISTENER, a4, str(PORT), sources],
                                       stdout=subprocess.PIPE, text=True)
             check_eq(silent.stdout.readline().strip(), "ready", "silent listener")

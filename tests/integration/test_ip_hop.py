@@ -17,6 +17,7 @@ default offloads) plus a routed prefix behind the backends:
 import contextlib
 import json
 import re
+import sys
 import time
 
 from harness import check, check_eq, running, wait_until
@@ -131,7 +132,7 @@ def test_fragmented_answers_and_queries_cross_both_ways(workdir):
                                    check=False)
                 big_answer_ok(_parsed(r), f"{BIG_NAME} TXT via {vip}, try {i}")
             # Queries of 3,000 bytes: the client's stack sends each in fragments.
-            r = lab.client.run("timeout", "20", "python3", "-c", DF_QUERY, vip, "3000", "5",
+            r = lab.client.run("timeout", "20", sys.executable, "-c", DF_QUERY, vip, "3000", "5",
                                "fragment")
             out = json.loads(r.stdout)
             check_eq(out["answered"], 5, f"3,000-byte queries via {vip}: {out}")
@@ -160,13 +161,13 @@ def test_a_df_client_learns_the_backend_links_mtu(workdir):
                                [json.loads(lab.gw.ip("-j", "link", "show", "g1").stdout)[0]["mtu"]]),
                    5, "g1 at the small MTU")
         for vip in (VIP4, VIP6):
-            r = lab.client.run("timeout", "20", "python3", "-c", DF_QUERY, vip, "1450", "3")
+            r = lab.client.run("timeout", "20", sys.executable, "-c", DF_QUERY, vip, "1450", "3")
             out = json.loads(r.stdout)
             check_eq(out["mtu"], SMALL_MTU, f"{vip}: the socket's path MTU after 1,450-byte DF "
                      f"queries ({out})")
             route = lab.client.ip("route", "get", vip).stdout
             check(f"mtu {SMALL_MTU}" in route, f"{vip}: the client's route cache: {route}")
-            r = lab.client.run("timeout", "20", "python3", "-c", DF_QUERY, vip, "1300", "1")
+            r = lab.client.run("timeout", "20", sys.executable, "-c", DF_QUERY, vip, "1300", "1")
             out = json.loads(r.stdout)
             check_eq(out["answered"], 1, f"{vip}: a query that fits is answered ({out})")
         sent = total(d, "ferry_xsk_icmp_sent_total", kind="too_big")
@@ -176,7 +177,7 @@ def test_a_df_client_learns_the_backend_links_mtu(workdir):
         lab.client.ip("-4", "route", "flush", "cache")  # forget the 1,400 learnt above
         check("mtu" not in lab.client.ip("route", "get", VIP4).stdout, "IPv4 PMTU forgotten")
         for vip in (VIP4, VIP6):
-            r = lab.client.run("timeout", "20", "python3", "-c", DF_QUERY, vip, "3000", "3",
+            r = lab.client.run("timeout", "20", sys.executable, "-c", DF_QUERY, vip, "3000", "3",
                                "fragment")
             out = json.loads(r.stdout)
             check_eq(out["answered"], 3, f"3,000-byte queries via {vip} at MTU 1,400: {out}")

@@ -6,6 +6,7 @@ import json
 import os
 import socket
 import struct
+import sys
 import time
 
 from harness import base_config, check, check_eq, running
@@ -76,7 +77,7 @@ def test_ipv6_client_of_its_own_address_reaches_nginx_in_a_namespace(workdir):
                 code = (f"import json, sys; sys.path.insert(0, {here!r}); "
                         f"from pp_servers import http_get_fields; "
                         f"print(json.dumps(http_get_fields('fd77::1', {port}, 'fd77::2')))")
-                out = ns.run("python3", "-c", code).stdout
+                out = ns.run(sys.executable, "-c", code).stdout
                 me, fields = json.loads(out)
                 check_eq(me[0], "fd77::2", "the client's address")
                 check_header_fields(me, fields, "fd77::1", port, f"namespace port {port}")

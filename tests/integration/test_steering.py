@@ -17,6 +17,7 @@ import os
 import pwd
 import random
 import socket
+import sys
 import threading
 import time
 import types
@@ -663,7 +664,7 @@ def test_maglev_weights_share_60000_flows(workdir):
                           "    if i % 100 == 99:\n"
                           "        t += 0.01\n"
                           "        time.sleep(max(0, t - time.monotonic()))\n")
-                r = u.lab.client.run("timeout", "60", "python3", "-c", sender, check=False)
+                r = u.lab.client.run("timeout", "60", sys.executable, "-c", sender, check=False)
                 check_eq(r.returncode, 0, f"sender: {r.stderr}")
 
                 def tally():
@@ -1092,7 +1093,7 @@ def test_flow_table_ages_out_idle_flows_and_stays_bounded(workdir):
                       f"    s.bind(('{CLIENT}', 45000 + i))\n"
                       f"    s.sendto(b'oneshot %d' % i, ('{VIP}', {PORT}))\n"
                       "    s.close()\n")
-            u.lab.client.run("python3", "-c", sender)
+            u.lab.client.run(sys.executable, "-c", sender)
             wait_until(lambda: total(d, "ferry_xsk_flow_misses_total") >= 330, 10,
                        "300 more misses", interval=0.05)
             per_worker = by_label(d, "ferry_xsk_flows", "worker")

@@ -17,6 +17,7 @@ import resource
 import shutil
 import signal
 import subprocess
+import sys
 import time
 
 from harness import (FERRYD, SOURCE_ROOT, ControlClient, Notifications, TestFailure, check, check_eq,
@@ -267,7 +268,7 @@ def test_unit_grants_enough_for_xdp_afxdp_and_io_uring(workdir):
         lab.start_echo(workdir)
         res = lab.converse("unit", flows=6, rounds=1)
         check_eq(res["ok"], 6, f"UDP through AF_XDP: {res}")
-        r = lab.client.run("timeout", "20", "python3", "-c", TCP_ECHO_CLIENT, TCP_VIP, str(TCP_PORT),
+        r = lab.client.run("timeout", "20", sys.executable, "-c", TCP_ECHO_CLIENT, TCP_VIP, str(TCP_PORT),
                            check=False)
         check_eq(r.stdout.strip(), "ferry-unit-check", f"TCP echo on port {TCP_PORT}: {r.stderr}")
         with ControlClient(sock) as c:
@@ -358,7 +359,7 @@ def test_every_syscall_passes_the_unit_filter(workdir):
         check_eq(state, "ready", f"ferryd under strace starts:\n{d.log()}")
         lab.start_echo(workdir)
         check_eq(lab.converse("trace", flows=4, rounds=1)["ok"], 4, "UDP through AF_XDP")
-        lab.client.run("timeout", "20", "python3", "-c", TCP_ECHO_CLIENT, TCP_VIP, str(TCP_PORT))
+        lab.client.run("timeout", "20", sys.executable, "-c", TCP_ECHO_CLIENT, TCP_VIP, str(TCP_PORT))
         with ControlClient(sock) as c:
             ok(c.request("reload"), "reload")
             ok(c.request("stats"), "stats")

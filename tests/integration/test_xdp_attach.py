@@ -1,6 +1,8 @@
 """The XDP program on real veth interfaces in a private netns: attached through a bpf_link in
 native or generic mode, counting what passes, detached on SIGTERM and by the kernel on SIGKILL."""
 
+import sys
+
 from harness import Daemon, base_config, check, check_eq, ok, running, wait_until
 from netns import Netns, veth, xdp_attached
 
@@ -158,9 +160,9 @@ def test_maps_follow_config_steer_services_and_drop_sources(workdir):
             check_eq(len(map_entries(gw, d, "services")), 1, "services map entries")
             check_eq(len(map_entries(gw, d, "backends")), 1, "backends map entries")
             check_eq(len(map_entries(gw, d, "drop4")), 1, "drop4 map entries")
-            peer.run("python3", "-c", SEND_UDP, "10.211.0.2", "10.211.0.1", "5300", "40")
-            peer.run("python3", "-c", SEND_UDP, "10.211.0.200", "10.211.0.1", "5301", "25")
-            peer.run("python3", "-c", SEND_UDP, "10.211.0.2", "10.211.0.1", "5301", "10")
+            peer.run(sys.executable, "-c", SEND_UDP, "10.211.0.2", "10.211.0.1", "5300", "40")
+            peer.run(sys.executable, "-c", SEND_UDP, "10.211.0.200", "10.211.0.1", "5301", "25")
+            peer.run(sys.executable, "-c", SEND_UDP, "10.211.0.2", "10.211.0.1", "5301", "10")
             svc = samples(d, "ferry_xdp_service_packets_total")
             check_eq(svc.get((("direction", "in"), ("service", "svc"))), 40, "service steer counter")
             check_eq(svc.get((("direction", "out"), ("service", "svc"))), 0, "no backend replied")
@@ -177,7 +179,7 @@ def test_maps_follow_config_steer_services_and_drop_sources(workdir):
             check_eq(map_entries(gw, d, "services"), [], "services map emptied by reload")
             check_eq(map_entries(gw, d, "drop4"), [], "drop4 emptied by reload")
             check(xdp_attached(gw, "fx0"), "program stays attached through the reload")
-            peer.run("python3", "-c", SEND_UDP, "10.211.0.200", "10.211.0.1", "5301", "5")
+            peer.run(sys.executable, "-c", SEND_UDP, "10.211.0.200", "10.211.0.1", "5301", "5")
             act = {k[0][1]: v for k, v in samples(d, "ferry_xdp_packets_total").items()}
             check_eq(act["drop"], 25, "no drops after the prefix was removed")
     finally:
