@@ -6,7 +6,9 @@ import types
 
 import pytest
 
+import fastpath_lab as fastpath
 import harness
+from netns import xdp_attached
 from proxy_peers import Metrics
 
 
@@ -49,6 +51,39 @@ def metrics():
     /metrics (proxy_peers.Metrics: `value(name, **labels)`, `has(name)`)."""
     return types.SimpleNamespace(samples=harness.samples, total=harness.total,
                                  by_label=harness.by_label, scrape=Metrics)
+
+
+@pytest.fixture(scope="module")
+def shared_fastpath_lab():
+    """One fast-path lab (fastpath_lab.Lab() as it comes: offloads on, no static neighbours) with
+    its echo servers, built once for the file's tests that take `fastpath_lab`."""
+    w = harness.Workdir()
+    try:
+        lab = fastpath.Lab()
+        try:
+            lab.start_echo(w)
+            yield lab
+        finally:
+            lab.close()
+    finally:
+        w.cleanup()
+
+
+@pytest.fixture
+def fastpath_lab(shared_fastpath_lab):
+    """The file's shared fast-path lab, handed to each test as a fresh one would be: no XDP program
+    on the gateway's ports (every earlier ferryd is gone), the echo servers up, and the
+    namespaces' neighbour caches flushed, so a test's first datagrams still meet unresolved
+    neighbours (ferry's hold queue) as in a lab of its own. A test that changes the lab otherwise
+    (a route, a link) undoes it itself."""
+    lab = shared_fastpath_lab
+    # The kernel lets go of a killed ferryd's bpf_links soon after, not at once.
+    harness.wait_until(lambda: not xdp_attached(lab.gw, "g0") and not xdp_attached(lab.gw, "g1"),
+                       5, "the shared fast-path lab's ports free of XDP programs")
+    harness.check(lab.procs[0].poll() is None, "the shared fast-path lab's echo servers exited")
+    for ns in lab.spaces:
+        ns.ip("neigh", "flush", "all")
+    return lab
 
 
 # --- A skip is a failure; the closing line. ---

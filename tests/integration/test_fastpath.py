@@ -79,42 +79,35 @@ def check_routes(lab, d):
     check(total(d, "ferry_xsk_tx_packets_total", iface="g1") - tx_before >= len(got), "sent by ferry")
 
 
-def test_balances_udp_across_three_backends_with_vip_replies(workdir):
+def test_balances_udp_across_three_backends_with_vip_replies(workdir, fastpath_lab):
     """Default lab: the client's and the backends' stacks send what a local stack sends over veth
     (transmit checksum offload on: the pseudo-header sum only), and ferry's rewrites must leave
     checksums the receivers accept."""
-    lab = Lab()
-    try:
-        lab.start_echo(workdir)
-        with running(workdir, fastpath_config(workdir), netns=lab.gw.name) as d:
-            check_balances(lab, d, "bal")
-            check(finished_partial(d) >= 180, "the requests' and replies' partial checksums were "
-                  f"finished: {finished_partial(d)}")
-            status = ok(d.request("status"))["xdp"]
-            for iface in status["interfaces"]:
-                check_eq((iface["xsk_mode"], iface["xsk_queues"]), ("copy", "0,1"),
-                         f"{iface['name']} bind info")
-            check_eq(status["fastpath"]["workers"], 2, "workers in status")
-            with open(os.path.join(SOURCE_ROOT, "docs", "metrics.md")) as f:
-                doc = f.read()
-            families = [f["name"] for f in ok(d.request("stats"))["metrics"]]
-            missing = [f for f in families if f"`{f}`" not in doc]
-            check(not missing, f"families missing from docs/metrics.md: {missing}")
-            rows = [r for r in ok(d.request("workers"))["workers"] if r["kind"] == "xdp"]
-            check_eq(sorted(r["name"] for r in rows), ["xdp-0", "xdp-1"], "worker rows")
-            check(all(r["alive"] and r["ports"] == "g0,g1" for r in rows), f"rows {rows}")
-    finally:
-        lab.close()
+    lab = fastpath_lab
+    with running(workdir, fastpath_config(workdir), netns=lab.gw.name) as d:
+        check_balances(lab, d, "bal")
+        check(finished_partial(d) >= 180, "the requests' and replies' partial checksums were "
+              f"finished: {finished_partial(d)}")
+        status = ok(d.request("status"))["xdp"]
+        for iface in status["interfaces"]:
+            check_eq((iface["xsk_mode"], iface["xsk_queues"]), ("copy", "0,1"),
+                     f"{iface['name']} bind info")
+        check_eq(status["fastpath"]["workers"], 2, "workers in status")
+        with open(os.path.join(SOURCE_ROOT, "docs", "metrics.md")) as f:
+            doc = f.read()
+        families = [f["name"] for f in ok(d.request("stats"))["metrics"]]
+        missing = [f for f in families if f"`{f}`" not in doc]
+        check(not missing, f"families missing from docs/metrics.md: {missing}")
+        rows = [r for r in ok(d.request("workers"))["workers"] if r["kind"] == "xdp"]
+        check_eq(sorted(r["name"] for r in rows), ["xdp-0", "xdp-1"], "worker rows")
+        check(all(r["alive"] and r["ports"] == "g0,g1" for r in rows), f"rows {rows}")
 
 
-def test_routes_udp_with_ttl_decremented(workdir):
-    lab = Lab()
-    try:
-        with running(workdir, fastpath_config(workdir), netns=lab.gw.name) as d:
-            check_routes(lab, d)
-            check(finished_partial(d) >= 30, f"partial checksums finished: {finished_partial(d)}")
-    finally:
-        lab.close()
+def test_routes_udp_with_ttl_decremented(workdir, fastpath_lab):
+    lab = fastpath_lab
+    with running(workdir, fastpath_config(workdir), netns=lab.gw.name) as d:
+        check_routes(lab, d)
+        check(finished_partial(d) >= 30, f"partial checksums finished: {finished_partial(d)}")
 
 
 def test_balances_and_routes_full_checksums_from_senders_without_offload(workdir):
@@ -133,28 +126,25 @@ def test_balances_and_routes_full_checksums_from_senders_without_offload(workdir
         lab.close()
 
 
-def test_tcp_and_icmp_still_go_through_the_kernel(workdir):
-    lab = Lab()
-    try:
-        with running(workdir, fastpath_config(workdir), netns=lab.gw.name) as d:
-            passed = total(d, "ferry_xdp_packets_total", action="pass")
-            r = lab.client.run("ping", "-c", "3", "-i", "0.2", "-W", "2", BACKENDS[1], check=False)
-            check_eq(r.returncode, 0, f"ping across the gateway: {r.stdout}")
-            r = lab.client.run("ping", "-c", "2", "-i", "0.2", "-W", "2", "10.10.1.1", check=False)
-            check_eq(r.returncode, 0, f"ping the gateway: {r.stdout}")
-            server = lab.spawn(lab.back, "import socket\ns=socket.socket()\n"
-                               f"s.bind(('{BACKENDS[0]}',7000));s.listen()\nprint('ready',flush=True)\n"
-                               "c,_=s.accept();c.sendall(c.recv(100)[::-1])")
-            check_eq(server.stdout.readline().strip(), "ready", "tcp server")
-            r = lab.client.run(sys.executable, "-c", "import socket\n"
-                               f"s=socket.create_connection(('{BACKENDS[0]}',7000),timeout=5)\n"
-                               "s.sendall(b'through the kernel');print(s.recv(100).decode())")
-            check_eq(r.stdout.strip(), "lenrek eht hguorht", "TCP echo forwarded by the kernel")
-            check(total(d, "ferry_xdp_packets_total", action="pass") >= passed + 10,
-                  "ICMP and TCP were passed to the kernel")
-            check_eq(total(d, "ferry_xsk_rx_packets_total"), 0, "nothing of it reached AF_XDP")
-    finally:
-        lab.close()
+def test_tcp_and_icmp_still_go_through_the_kernel(workdir, fastpath_lab):
+    lab = fastpath_lab
+    with running(workdir, fastpath_config(workdir), netns=lab.gw.name) as d:
+        passed = total(d, "ferry_xdp_packets_total", action="pass")
+        r = lab.client.run("ping", "-c", "3", "-i", "0.2", "-W", "2", BACKENDS[1], check=False)
+        check_eq(r.returncode, 0, f"ping across the gateway: {r.stdout}")
+        r = lab.client.run("ping", "-c", "2", "-i", "0.2", "-W", "2", "10.10.1.1", check=False)
+        check_eq(r.returncode, 0, f"ping the gateway: {r.stdout}")
+        server = lab.spawn(lab.back, "import socket\ns=socket.socket()\n"
+                           f"s.bind(('{BACKENDS[0]}',7000));s.listen()\nprint('ready',flush=True)\n"
+                           "c,_=s.accept();c.sendall(c.recv(100)[::-1])")
+        check_eq(server.stdout.readline().strip(), "ready", "tcp server")
+        r = lab.client.run(sys.executable, "-c", "import socket\n"
+                           f"s=socket.create_connection(('{BACKENDS[0]}',7000),timeout=5)\n"
+                           "s.sendall(b'through the kernel');print(s.recv(100).decode())")
+        check_eq(r.stdout.strip(), "lenrek eht hguorht", "TCP echo forwarded by the kernel")
+        check(total(d, "ferry_xdp_packets_total", action="pass") >= passed + 10,
+              "ICMP and TCP were passed to the kernel")
+        check_eq(total(d, "ferry_xsk_rx_packets_total"), 0, "nothing of it reached AF_XDP")
 
 
 BLAST_PACKETS = 1_000_000
@@ -253,13 +243,13 @@ def test_frames_are_conserved_after_a_million_packets(workdir):
         lab.close()
 
 
-def test_frames_for_a_next_hop_that_never_answers_are_held_then_dropped(workdir):
+def test_frames_for_a_next_hop_that_never_answers_are_held_then_dropped(workdir, fastpath_lab):
     """A routed prefix behind a gateway address nobody has: ferry holds the datagrams while it
     asks the kernel to resolve the gateway, then drops them as neighbour_timeout, no sooner than
     a second after they came; every frame is back in its slab after."""
-    lab = Lab()
+    lab = fastpath_lab
+    lab.gw.ip("route", "add", "10.10.5.0/24", "via", "10.10.2.99", "dev", "g1")
     try:
-        lab.gw.ip("route", "add", "10.10.5.0/24", "via", "10.10.2.99", "dev", "g1")
         cfg = fastpath_config(workdir)
         cfg["routes"].append({"prefix": "10.10.5.0/24", "via": "g1"})
         with running(workdir, cfg, netns=lab.gw.name) as d:
@@ -287,54 +277,46 @@ def test_frames_for_a_next_hop_that_never_answers_are_held_then_dropped(workdir)
                 return all(frames[q].get("hands") == 0 and sum(frames[q].values()) == slabs[q]
                            for q in slabs)
             wait_until(conserved, 10, "every slab whole, nothing in the workers' hands")
-    finally:
-        lab.close()
+    finally:  # the lab is the next test's too
+        lab.gw.ip("route", "del", "10.10.5.0/24")
 
 
-def test_reload_removing_a_backend_moves_only_its_flows(workdir):
-    lab = Lab()
-    try:
-        lab.start_echo(workdir)
-        cfg = fastpath_config(workdir)
-        with running(workdir, cfg, netns=lab.gw.name) as d:
-            res = lab.converse("before", flows=60, rounds=1, base=30000)
-            check_eq(res["ok"], 60, f"before the reload {res}")
-            before = {p: next(iter(b)) for p, b in lab.echoed("before").items()}
-            generation = ok(d.request("status"))["xdp"]["fastpath"]["table_generation"]
-            workdir.write_config(fastpath_config(workdir, BACKENDS[:2]))
-            ok(d.request("reload"), "reload removing 10.10.2.4")
-            check(xdp_attached(lab.gw, "g0") and xdp_attached(lab.gw, "g1"), "program stays attached")
-            status = ok(d.request("status"))["xdp"]["fastpath"]
-            check(status["table_generation"] > generation, "new tables published")
-            check_eq(status["workers"], 2, "the same workers")
-            res = lab.converse("after", flows=60, rounds=1, base=30000)
-            check_eq(res["ok"], 60, f"after the reload {res}")
-            after = {p: next(iter(b)) for p, b in lab.echoed("after").items()}
-            moved = [p for p in before if before[p] != after[p]]
-            removed = [p for p in before if before[p] == BACKENDS[2]]
-            check(removed, "some flows were on the removed backend")
-            check_eq(sorted(moved), sorted(removed), "only the removed backend's flows moved")
-            check(BACKENDS[2] not in after.values(), "nothing goes to the removed backend")
-    finally:
-        lab.close()
+def test_reload_removing_a_backend_moves_only_its_flows(workdir, fastpath_lab):
+    lab = fastpath_lab
+    cfg = fastpath_config(workdir)
+    with running(workdir, cfg, netns=lab.gw.name) as d:
+        res = lab.converse("before", flows=60, rounds=1, base=30000)
+        check_eq(res["ok"], 60, f"before the reload {res}")
+        before = {p: next(iter(b)) for p, b in lab.echoed("before").items()}
+        generation = ok(d.request("status"))["xdp"]["fastpath"]["table_generation"]
+        workdir.write_config(fastpath_config(workdir, BACKENDS[:2]))
+        ok(d.request("reload"), "reload removing 10.10.2.4")
+        check(xdp_attached(lab.gw, "g0") and xdp_attached(lab.gw, "g1"), "program stays attached")
+        status = ok(d.request("status"))["xdp"]["fastpath"]
+        check(status["table_generation"] > generation, "new tables published")
+        check_eq(status["workers"], 2, "the same workers")
+        res = lab.converse("after", flows=60, rounds=1, base=30000)
+        check_eq(res["ok"], 60, f"after the reload {res}")
+        after = {p: next(iter(b)) for p, b in lab.echoed("after").items()}
+        moved = [p for p in before if before[p] != after[p]]
+        removed = [p for p in before if before[p] == BACKENDS[2]]
+        check(removed, "some flows were on the removed backend")
+        check_eq(sorted(moved), sorted(removed), "only the removed backend's flows moved")
+        check(BACKENDS[2] not in after.values(), "nothing goes to the removed backend")
 
 
-def test_sigkill_leaves_no_program_and_restart_works(workdir):
-    lab = Lab()
-    try:
-        lab.start_echo(workdir)
-        cfg = fastpath_config(workdir)
-        with running(workdir, cfg, netns=lab.gw.name) as d:
-            check(lab.converse("first", flows=4, rounds=1)["ok"] == 4, "serving")
-            d.kill()
-            wait_until(lambda: not xdp_attached(lab.gw, "g0") and not xdp_attached(lab.gw, "g1"),
-                       5, "the kernel to release the bpf_links")
-            ss = lab.gw.run("ss", "--xdp", "-a", "-n").stdout
-            check_eq(ss.count("\n"), 1, f"no AF_XDP socket left: {ss}")
-        with running(workdir, cfg, netns=lab.gw.name, name="second") as d2:
-            res = lab.converse("second", flows=10, rounds=2)
-            check_eq((res["ok"], res["lost"]), (20, 0), f"second daemon serves {res}")
-            check_eq(d2.stop(), 0, "graceful exit")
-            check(not xdp_attached(lab.gw, "g0"), "detached after SIGTERM")
-    finally:
-        lab.close()
+def test_sigkill_leaves_no_program_and_restart_works(workdir, fastpath_lab):
+    lab = fastpath_lab
+    cfg = fastpath_config(workdir)
+    with running(workdir, cfg, netns=lab.gw.name) as d:
+        check(lab.converse("first", flows=4, rounds=1)["ok"] == 4, "serving")
+        d.kill()
+        wait_until(lambda: not xdp_attached(lab.gw, "g0") and not xdp_attached(lab.gw, "g1"),
+                   5, "the kernel to release the bpf_links")
+        ss = lab.gw.run("ss", "--xdp", "-a", "-n").stdout
+        check_eq(ss.count("\n"), 1, f"no AF_XDP socket left: {ss}")
+    with running(workdir, cfg, netns=lab.gw.name, name="second") as d2:
+        res = lab.converse("second", flows=10, rounds=2)
+        check_eq((res["ok"], res["lost"]), (20, 0), f"second daemon serves {res}")
+        check_eq(d2.stop(), 0, "graceful exit")
+        check(not xdp_attached(lab.gw, "g0"), "detached after SIGTERM")

@@ -23,7 +23,7 @@ import time
 from harness import (FERRYD, SOURCE_ROOT, ControlClient, Notifications, TestFailure, check, check_eq,
                      ok)
 from netns import xdp_attached
-from test_fastpath import Lab, fastpath_config
+from test_fastpath import fastpath_config
 
 UNIT = os.path.join(SOURCE_ROOT, "systemd", "ferryd.service")
 OPERATIONS_MD = os.path.join(SOURCE_ROOT, "docs", "operations.md")
@@ -247,25 +247,21 @@ print(got.decode())
 """
 
 
-def run_confined(w, caps, memlock, prefix=()):
-    """Starts the confined ferryd in a fresh lab; returns (lab, daemon, ready-or-exit-status)."""
-    lab = Lab()
-    try:
-        cfg_path, sock = lab_config(w)
-        d = ConfinedFerryd(w, lab, cfg_path, caps, memlock, prefix)
-        return lab, d, d.wait_ready_or_exit(), sock
-    except Exception:
-        lab.close()
-        raise
+def run_confined(w, lab, caps, memlock, prefix=()):
+    """Starts the confined ferryd in the fast-path lab; returns (daemon, ready-or-exit-status,
+    control socket)."""
+    cfg_path, sock = lab_config(w)
+    d = ConfinedFerryd(w, lab, cfg_path, caps, memlock, prefix)
+    return d, d.wait_ready_or_exit(), sock
 
 
-def test_unit_grants_enough_for_xdp_afxdp_and_io_uring(workdir):
+def test_unit_grants_enough_for_xdp_afxdp_and_io_uring(workdir, fastpath_lab):
+    lab = fastpath_lab
     _, ambient = unit_caps(unit_settings())
-    lab, d, state, sock = run_confined(workdir, ambient, granted_memlock())
+    d, state, sock = run_confined(workdir, lab, ambient, granted_memlock())
     try:
         check_eq(state, "ready", f"ferryd with the unit's privileges starts:\n{d.log()}")
         check(xdp_attached(lab.gw, "g0") and xdp_attached(lab.gw, "g1"), "XDP on both ports")
-        lab.start_echo(workdir)
         res = lab.converse("unit", flows=6, rounds=1)
         check_eq(res["ok"], 6, f"UDP through AF_XDP: {res}")
         r = lab.client.run("timeout", "20", sys.executable, "-c", TCP_ECHO_CLIENT, TCP_VIP, str(TCP_PORT),
@@ -281,13 +277,12 @@ def test_unit_grants_enough_for_xdp_afxdp_and_io_uring(workdir):
         check("pinning" not in d.log(), f"workers pinned without a warning:\n{d.log()}")
     finally:
         d.close()
-        lab.close()
 
 
-def refused_start_log(w, caps, memlock, what):
+def refused_start_log(w, lab, caps, memlock, what):
     """Runs the confined ferryd expecting it to refuse to start; returns its log, or None if it
     started after all."""
-    lab, d, state, _ = run_confined(w, caps, memlock)
+    d, state, _ = run_confined(w, lab, caps, memlock)
     try:
         log = d.log()
         if state == "ready":
@@ -298,21 +293,20 @@ def refused_start_log(w, caps, memlock, what):
         return log
     finally:
         d.close()
-        lab.close()
 
 
-def test_each_granted_capability_is_needed(workdir):
+def test_each_granted_capability_is_needed(workdir, fastpath_lab):
     _, ambient = unit_caps(unit_settings())
     started = [cap for cap in ambient
-               if refused_start_log(workdir, [c for c in ambient if c != cap], granted_memlock(),
-                                    f"without {cap}") is None]
+               if refused_start_log(workdir, fastpath_lab, [c for c in ambient if c != cap],
+                                    granted_memlock(), f"without {cap}") is None]
     check(not started, f"ferryd started without {started}: the unit grants more than it needs")
 
 
-def test_a_memlock_limit_below_the_umem_is_not_enough(workdir):
+def test_a_memlock_limit_below_the_umem_is_not_enough(workdir, fastpath_lab):
     _, ambient = unit_caps(unit_settings())
     check_eq(unit_settings()["LimitMEMLOCK"], ["infinity"], "LimitMEMLOCK")
-    log = refused_start_log(workdir, ambient, str(SMALL_MEMLOCK), "with memlock 1 MiB")
+    log = refused_start_log(workdir, fastpath_lab, ambient, str(SMALL_MEMLOCK), "with memlock 1 MiB")
     check(log is not None, "with a 1 MiB memlock limit the 4 MiB UMEM cannot be registered")
     check("No buffer space available" in log, f"the UMEM registration is what fails:\n{log}")
 
@@ -348,16 +342,16 @@ def allowed_syscalls(filters):
     return allowed
 
 
-def test_every_syscall_passes_the_unit_filter(workdir):
+def test_every_syscall_passes_the_unit_filter(workdir, fastpath_lab):
+    lab = fastpath_lab
     settings = unit_settings()
     _, ambient = unit_caps(settings)
     allowed = allowed_syscalls(settings["SystemCallFilter"])
     trace = workdir.file("run/ferryd.strace")  # written by the service uid, in the dir it owns
-    lab, d, state, sock = run_confined(workdir, ambient, granted_memlock(),
-                                       prefix=("strace", "-f", "-qq", "-o", trace))
+    d, state, sock = run_confined(workdir, lab, ambient, granted_memlock(),
+                                  prefix=("strace", "-f", "-qq", "-o", trace))
     try:
         check_eq(state, "ready", f"ferryd under strace starts:\n{d.log()}")
-        lab.start_echo(workdir)
         check_eq(lab.converse("trace", flows=4, rounds=1)["ok"], 4, "UDP through AF_XDP")
         lab.client.run("timeout", "20", sys.executable, "-c", TCP_ECHO_CLIENT, TCP_VIP, str(TCP_PORT))
         with ControlClient(sock) as c:
@@ -366,7 +360,6 @@ def test_every_syscall_passes_the_unit_filter(workdir):
         check_eq(d.stop(), 0, f"exit status after SIGTERM:\n{d.log()}")
     finally:
         d.close()
-        lab.close()
     used, families, paths, written, wx = set(), set(), set(), set(), []
     with open(trace) as f:
         for line in f:
