@@ -932,11 +932,11 @@ def probe(u, w, name, base, n=60):
     return out
 
 
-def test_runtime_state_survives_a_reload_and_a_readded_backend_starts_enabled(workdir):
+def test_runtime_state_survives_a_reload_and_a_readded_backend_starts_enabled_udp(workdir):
     """UDP in the lab: drain one backend and re-weight another, reload with a config that still
     has both (and one more backend): `services` still says so, the metrics too, and new flows
     still avoid the drained one. Then a reload removing the drained backend and one adding it
-    back: it starts enabled with its configured weight and takes new flows. The same on TCP."""
+    back: it starts enabled with its configured weight and takes new flows."""
     parts = Parts()
     u = UdpLab(workdir)
     try:
@@ -1014,7 +1014,13 @@ def test_runtime_state_survives_a_reload_and_a_readded_backend_starts_enabled(wo
                 check_eq(share[FOURTH], 0, f"still none on the weight-0 backend {share}")
     finally:
         u.close()
+    parts.done()
 
+
+def test_runtime_state_survives_a_reload_and_a_readded_backend_starts_enabled_tcp(workdir):
+    """The same on TCP (loopback backends, round robin), and a restart forgets the run-time
+    state."""
+    parts = Parts()
     port = free_port()
     with backends(["127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"]) as (b,):
         ends = [b.endpoint(i) for i in range(3)]
