@@ -3,68 +3,68 @@ for a daemon that is not running."""
 import json
 import subprocess
 
-from harness import FERRYCTL, base_config, check, check_eq, running
+from harness import FERRYCTL, base_config, check, check_eq
 
 
 SERVICES = [
     {"name": "dns", "vip": "10.0.0.10", "port": 53, "protocols": ["udp"],
      "backends": ["10.0.1.2:53", "10.0.1.3:53"]},
-    {"name": "echo", "vip": "127.0.0.1", "port": 7007, "protocols": ["tcp"], "mode": "echo"},
+    {"name": "echo", "vip": "127.0.0.1", "port": 7008, "protocols": ["tcp"], "mode": "echo"},
 ]
 
 
-def test_human_tables_for_every_read_command(workdir, ferryctl):
-    with running(workdir, base_config(workdir, services=SERVICES)) as d:
-        r = ferryctl(d, "status")
-        check_eq(r.returncode, 0, f"status exit ({r.stderr})")
-        check(str(d.proc.pid) in r.stdout and "running" in r.stdout, f"status output:\n{r.stdout}")
-        check(not r.stdout.lstrip().startswith("{"), "status is not raw JSON")
-        r = ferryctl(d, "services")
-        check_eq(r.returncode, 0, "services exit")
-        lines = r.stdout.splitlines()
-        check(lines[0].split()[0] == "NAME", f"services header:\n{r.stdout}")
-        check(any(l.startswith("dns") and "10.0.0.10:53" in l and "10.0.1.3:53" in l for l in lines),
-              f"dns row:\n{r.stdout}")
-        r = ferryctl(d, "workers")
-        check(r.returncode == 0 and "control" in r.stdout, f"workers:\n{r.stdout}")
-        r = ferryctl(d, "stats")
-        check(r.returncode == 0 and "ferry_control_requests_total" in r.stdout, f"stats:\n{r.stdout}")
-        r = ferryctl(d, "config")
-        check(r.returncode == 0 and '"dns"' in r.stdout, f"config:\n{r.stdout}")
+def test_human_tables_for_every_read_command(workdir, ferryd, ferryctl):
+    d = ferryd(base_config(workdir, services=SERVICES))
+    r = ferryctl(d, "status")
+    check_eq(r.returncode, 0, f"status exit ({r.stderr})")
+    check(str(d.proc.pid) in r.stdout and "running" in r.stdout, f"status output:\n{r.stdout}")
+    check(not r.stdout.lstrip().startswith("{"), "status is not raw JSON")
+    r = ferryctl(d, "services")
+    check_eq(r.returncode, 0, "services exit")
+    lines = r.stdout.splitlines()
+    check(lines[0].split()[0] == "NAME", f"services header:\n{r.stdout}")
+    check(any(l.startswith("dns") and "10.0.0.10:53" in l and "10.0.1.3:53" in l for l in lines),
+          f"dns row:\n{r.stdout}")
+    r = ferryctl(d, "workers")
+    check(r.returncode == 0 and "control" in r.stdout, f"workers:\n{r.stdout}")
+    r = ferryctl(d, "stats")
+    check(r.returncode == 0 and "ferry_control_requests_total" in r.stdout, f"stats:\n{r.stdout}")
+    r = ferryctl(d, "config")
+    check(r.returncode == 0 and '"dns"' in r.stdout, f"config:\n{r.stdout}")
 
 
-def test_json_flag_prints_the_raw_response(workdir, ferryctl):
-    with running(workdir, base_config(workdir)) as d:
-        r = ferryctl(d, "--json", "status")
-        check_eq(r.returncode, 0, "exit")
-        doc = json.loads(r.stdout)
-        check_eq(doc["ok"], True, "ok")
-        check_eq(doc["result"]["pid"], d.proc.pid, "pid")
-        r = ferryctl(d, "status", "--json")
-        check_eq(json.loads(r.stdout)["result"]["pid"], d.proc.pid, "--json after the command")
+def test_json_flag_prints_the_raw_response(workdir, ferryd, ferryctl):
+    d = ferryd(base_config(workdir))
+    r = ferryctl(d, "--json", "status")
+    check_eq(r.returncode, 0, "exit")
+    doc = json.loads(r.stdout)
+    check_eq(doc["ok"], True, "ok")
+    check_eq(doc["result"]["pid"], d.proc.pid, "pid")
+    r = ferryctl(d, "status", "--json")
+    check_eq(json.loads(r.stdout)["result"]["pid"], d.proc.pid, "--json after the command")
 
 
-def test_watch_shows_rates_from_successive_snapshots(workdir, ferryctl):
-    with running(workdir, base_config(workdir)) as d:
-        r = ferryctl(d, "watch", "--interval-ms", "300", "--count", "3")
-        check_eq(r.returncode, 0, f"watch exit ({r.stderr})")
-        check("RATE" in r.stdout, f"rate column:\n{r.stdout}")
-        # the requests counter grows with watch's own requests, so the last snapshot has a rate
-        last = r.stdout.strip().split("\n\n")[-1]
-        row = [l for l in last.splitlines() if l.startswith("ferry_control_requests_total")
-               and "cmd=stats" in l]
-        check(row and row[0].split()[-1] not in ("-", "0", "0.0"), f"stats request rate:\n{last}")
+def test_watch_shows_rates_from_successive_snapshots(workdir, ferryd, ferryctl):
+    d = ferryd(base_config(workdir))
+    r = ferryctl(d, "watch", "--interval-ms", "300", "--count", "3")
+    check_eq(r.returncode, 0, f"watch exit ({r.stderr})")
+    check("RATE" in r.stdout, f"rate column:\n{r.stdout}")
+    # the requests counter grows with watch's own requests, so the last snapshot has a rate
+    last = r.stdout.strip().split("\n\n")[-1]
+    row = [l for l in last.splitlines() if l.startswith("ferry_control_requests_total")
+           and "cmd=stats" in l]
+    check(row and row[0].split()[-1] not in ("-", "0", "0.0"), f"stats request rate:\n{last}")
 
 
-def test_reload_via_ferryctl_and_rejected_reload_exit_code(workdir, ferryctl):
+def test_reload_via_ferryctl_and_rejected_reload_exit_code(workdir, ferryd, ferryctl):
     cfg = base_config(workdir)
-    with running(workdir, cfg) as d:
-        r = ferryctl(d, "reload")
-        check_eq(r.returncode, 0, f"reload exit ({r.stderr})")
-        path = workdir.write_config('{ "metrics": { "listen": 5 } }')
-        r = ferryctl(d, "reload")
-        check_eq(r.returncode, 1, "rejected reload exit code")
-        check(f"{path}:1:" in r.stderr, f"FILE:LINE:COL on stderr: {r.stderr!r}")
+    d = ferryd(cfg)
+    r = ferryctl(d, "reload")
+    check_eq(r.returncode, 0, f"reload exit ({r.stderr})")
+    path = workdir.write_config('{ "metrics": { "listen": 5 } }')
+    r = ferryctl(d, "reload")
+    check_eq(r.returncode, 1, "rejected reload exit code")
+    check(f"{path}:1:" in r.stderr, f"FILE:LINE:COL on stderr: {r.stderr!r}")
 
 
 def test_daemon_not_running_exit_code(workdir, ferryctl):

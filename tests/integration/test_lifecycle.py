@@ -4,40 +4,40 @@ import os
 import signal
 import subprocess
 
-from harness import FERRYD, SOURCE_ROOT, Daemon, base_config, check, check_eq, ok, running
+from harness import FERRYD, SOURCE_ROOT, Daemon, base_config, check, check_eq, ok
 
 
-def test_ready_notifies_status_and_stop_removes_socket(workdir):
-    with running(workdir, base_config(workdir)) as d:
-        ready = d.notify.wait_for("READY")
-        check("STATUS" in ready and "control" in ready["STATUS"], f"READY without STATUS: {ready}")
-        sock = d.socket_path
-        check(os.path.exists(sock), "control socket exists while running")
-        status = ok(d.request("status"), "status")
-        check_eq(status["state"], "running", "status.state")
-        check_eq(status["pid"], d.proc.pid, "status.pid")
-        check_eq(status["config_path"], d.config_path, "status.config_path")
-        check_eq(oct(os.stat(sock).st_mode & 0o777), "0o660", "socket mode")
-        check_eq(oct(os.stat(os.path.dirname(sock)).st_mode & 0o777), "0o750", "socket dir mode")
-        check_eq(d.stop(), 0, "exit code after SIGTERM")
-        d.notify.wait_for("STOPPING")
-        check(not os.path.exists(sock), "socket file removed after SIGTERM")
-        check("ferryd stopped" in d.log(), "stop is logged")
+def test_ready_notifies_status_and_stop_removes_socket(workdir, ferryd):
+    d = ferryd(base_config(workdir))
+    ready = d.notify.wait_for("READY")
+    check("STATUS" in ready and "control" in ready["STATUS"], f"READY without STATUS: {ready}")
+    sock = d.socket_path
+    check(os.path.exists(sock), "control socket exists while running")
+    status = ok(d.request("status"), "status")
+    check_eq(status["state"], "running", "status.state")
+    check_eq(status["pid"], d.proc.pid, "status.pid")
+    check_eq(status["config_path"], d.config_path, "status.config_path")
+    check_eq(oct(os.stat(sock).st_mode & 0o777), "0o660", "socket mode")
+    check_eq(oct(os.stat(os.path.dirname(sock)).st_mode & 0o777), "0o750", "socket dir mode")
+    check_eq(d.stop(), 0, "exit code after SIGTERM")
+    d.notify.wait_for("STOPPING")
+    check(not os.path.exists(sock), "socket file removed after SIGTERM")
+    check("ferryd stopped" in d.log(), "stop is logged")
 
 
-def test_sigint_stops_gracefully(workdir):
-    with running(workdir, base_config(workdir)) as d:
-        d.signal(signal.SIGINT)
-        check_eq(d.proc.wait(timeout=15), 0, "exit code after SIGINT")
-        check(not os.path.exists(d.socket_path), "socket file removed after SIGINT")
+def test_sigint_stops_gracefully(workdir, ferryd):
+    d = ferryd(base_config(workdir))
+    d.signal(signal.SIGINT)
+    check_eq(d.proc.wait(timeout=15), 0, "exit code after SIGINT")
+    check(not os.path.exists(d.socket_path), "socket file removed after SIGINT")
 
 
-def test_watchdog_is_pinged_while_threads_beat(workdir):
-    with running(workdir, base_config(workdir), watchdog_usec=400000) as d:
-        for _ in range(3):
-            d.notify.wait_for("WATCHDOG", timeout=3, fresh=True)
-        workers = ok(d.request("workers"), "workers")["workers"]
-        check(any(x["name"] == "control" and x["alive"] for x in workers), f"control alive: {workers}")
+def test_watchdog_is_pinged_while_threads_beat(workdir, ferryd):
+    d = ferryd(base_config(workdir), watchdog_usec=400000)
+    for _ in range(3):
+        d.notify.wait_for("WATCHDOG", timeout=3, fresh=True)
+    workers = ok(d.request("workers"), "workers")["workers"]
+    check(any(x["name"] == "control" and x["alive"] for x in workers), f"control alive: {workers}")
 
 
 def test_check_config_accepts_shipped_and_rejects_bad(workdir):

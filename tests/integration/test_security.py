@@ -9,7 +9,7 @@ import pwd
 import socket
 import subprocess
 
-from harness import FERRYD, Daemon, base_config, check, check_eq, ok, running, tcp_control_config
+from harness import FERRYD, Daemon, base_config, check, check_eq, ok, tcp_control_config
 
 EX_CONFIG = 78
 
@@ -45,16 +45,16 @@ def test_config_owned_by_another_user_is_refused(workdir):
     check_config_refused(workdir, path, [f"owned by uid {nobody.pw_uid}"])
 
 
-def test_reload_of_a_config_made_group_writable_is_refused_and_keeps_running(workdir):
+def test_reload_of_a_config_made_group_writable_is_refused_and_keeps_running(workdir, ferryd):
     cfg = base_config(workdir)
-    with running(workdir, cfg) as d:
-        path = d.config_path
-        os.chmod(path, 0o664)
-        r = d.request("reload")
-        check_eq(r["ok"], False, f"reload of a group-writable file refused: {r}")
-        check(path in json.dumps(r) and "group" in json.dumps(r), f"error names the file: {r}")
-        st = ok(d.request("status"))
-        check_eq((st["state"], st["reloads"]), ("running", 0), "old config still serving")
+    d = ferryd(cfg)
+    path = d.config_path
+    os.chmod(path, 0o664)
+    r = d.request("reload")
+    check_eq(r["ok"], False, f"reload of a group-writable file refused: {r}")
+    check(path in json.dumps(r) and "group" in json.dumps(r), f"error names the file: {r}")
+    st = ok(d.request("status"))
+    check_eq((st["state"], st["reloads"]), ("running", 0), "old config still serving")
 
 
 def test_symlink_to_a_socket_or_to_nothing_at_socket_path_is_not_followed(workdir):
@@ -87,41 +87,41 @@ def test_symlink_to_a_socket_or_to_nothing_at_socket_path_is_not_followed(workdi
         other.close()
 
 
-def test_repeated_wrong_tokens_block_the_source_and_are_counted(workdir):
+def test_repeated_wrong_tokens_block_the_source_and_are_counted(workdir, ferryd):
     cfg = tcp_control_config(workdir, "right-token-0123456789")
-    with running(workdir, cfg) as d:
-        host, port = ok(d.request("status"))["control"]["tcp"].rsplit(":", 1)
+    d = ferryd(cfg)
+    host, port = ok(d.request("status"))["control"]["tcp"].rsplit(":", 1)
 
-        def attempt(secret):
-            """The answers to an auth line and a status request (empty: closed unanswered)."""
-            answers = []
-            with socket.create_connection((host, int(port)), timeout=10) as s:
-                f = s.makefile("rwb")
-                try:
-                    f.write(json.dumps({"auth": secret}).encode() + b'\n{"id":1,"cmd":"status"}\n')
-                    f.flush()
-                    while len(answers) < 2:
-                        line = f.readline()
-                        if not line:
-                            break
-                        answers.append(json.loads(line))
-                except (ConnectionResetError, BrokenPipeError):
-                    pass
-            return answers
+    def attempt(secret):
+        """The answers to an auth line and a status request (empty: closed unanswered)."""
+        answers = []
+        with socket.create_connection((host, int(port)), timeout=10) as s:
+            f = s.makefile("rwb")
+            try:
+                f.write(json.dumps({"auth": secret}).encode() + b'\n{"id":1,"cmd":"status"}\n')
+                f.flush()
+                while len(answers) < 2:
+                    line = f.readline()
+                    if not line:
+                        break
+                    answers.append(json.loads(line))
+            except (ConnectionResetError, BrokenPipeError):
+                pass
+        return answers
 
-        before = attempt("right-token-0123456789")
-        check_eq([a["ok"] for a in before], [True, True], f"right token before: {before}")
-        wrong = [attempt(f"wrong-{i}") for i in range(20)]
-        refused_with_error = sum(1 for a in wrong if a and a[0].get("ok") is False)
-        cut_off = sum(1 for a in wrong if not a)
-        check(all(len(a) <= 1 for a in wrong), f"no wrong token got a status answer: {wrong}")
-        check(cut_off >= 10, f"later attempts are cut off unanswered ({refused_with_error} "
-                             f"answered with an error, {cut_off} cut off)")
-        # While blocked even the right token is refused: a guesser cannot tell a hit.
-        blocked = attempt("right-token-0123456789")
-        check(not any(a.get("result", {}).get("pid") for a in blocked),
-              f"right token while blocked gets no status: {blocked}")
-        counters = ok(d.request("stats", {"prefix": "ferry_control_rejected"}))["metrics"][0]
-        auth = sum(s["value"] for s in counters["samples"] if s["labels"]["reason"] == "auth")
-        check_eq(auth, 21, "every wrong or blocked attempt counted as reason auth")
-        check_eq(ok(d.request("status"))["state"], "running", "unix socket unaffected")
+    before = attempt("right-token-0123456789")
+    check_eq([a["ok"] for a in before], [True, True], f"right token before: {before}")
+    wrong = [attempt(f"wrong-{i}") for i in range(20)]
+    refused_with_error = sum(1 for a in wrong if a and a[0].get("ok") is False)
+    cut_off = sum(1 for a in wrong if not a)
+    check(all(len(a) <= 1 for a in wrong), f"no wrong token got a status answer: {wrong}")
+    check(cut_off >= 10, f"later attempts are cut off unanswered ({refused_with_error} "
+                         f"answered with an error, {cut_off} cut off)")
+    # While blocked even the right token is refused: a guesser cannot tell a hit.
+    blocked = attempt("right-token-0123456789")
+    check(not any(a.get("result", {}).get("pid") for a in blocked),
+          f"right token while blocked gets no status: {blocked}")
+    counters = ok(d.request("stats", {"prefix": "ferry_control_rejected"}))["metrics"][0]
+    auth = sum(s["value"] for s in counters["samples"] if s["labels"]["reason"] == "auth")
+    check_eq(auth, 21, "every wrong or blocked attempt counted as reason auth")
+    check_eq(ok(d.request("status"))["state"], "running", "unix socket unaffected")

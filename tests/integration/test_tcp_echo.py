@@ -7,7 +7,7 @@ import random
 import socket
 import threading
 
-from harness import base_config, check, check_eq, ok, running
+from harness import base_config, check, check_eq, ok
 
 
 def free_port():
@@ -40,46 +40,46 @@ def echo_roundtrip(port, sizes, errors):
         errors.append(repr(e))
 
 
-def test_echo_is_byte_exact_for_many_connections(workdir):
+def test_echo_is_byte_exact_for_many_connections(workdir, ferryd):
     port = free_port()
-    with running(workdir, base_config(workdir, services=[echo_service(port)])) as d:
-        status = ok(d.request("status"))["tcp"]
-        check_eq(status["running"], True, "tcp runtime running")
-        check_eq([l["service"] for l in status["listeners"]], ["echo"], "listeners")
-        rng = random.Random(7)
-        errors, threads = [], []
-        for _ in range(64):
-            sizes = [rng.choice([1, 100, 4096, 65536, rng.randint(1, 1 << 20)]) for _ in range(4)]
-            t = threading.Thread(target=echo_roundtrip, args=(port, sizes, errors))
-            t.start()
-            threads.append(t)
-        for t in threads:
-            t.join(timeout=120)
-        check_eq(errors, [], "echo errors")
-        workers = ok(d.request("workers"))["workers"]
-        tcp = [x for x in workers if x["kind"] == "tcp"]
-        check_eq(len(tcp), 2, f"two tcp workers (tcp.workers default): {workers}")
-        check(all(x["alive"] for x in tcp), "tcp workers alive")
-        check(sum(x.get("tasks_run", 0) for x in tcp) > 0, f"tasks ran: {tcp}")
+    d = ferryd(base_config(workdir, services=[echo_service(port)]))
+    status = ok(d.request("status"))["tcp"]
+    check_eq(status["running"], True, "tcp runtime running")
+    check_eq([l["service"] for l in status["listeners"]], ["echo"], "listeners")
+    rng = random.Random(7)
+    errors, threads = [], []
+    for _ in range(64):
+        sizes = [rng.choice([1, 100, 4096, 65536, rng.randint(1, 1 << 20)]) for _ in range(4)]
+        t = threading.Thread(target=echo_roundtrip, args=(port, sizes, errors))
+        t.start()
+        threads.append(t)
+    for t in threads:
+        t.join(timeout=120)
+    check_eq(errors, [], "echo errors")
+    workers = ok(d.request("workers"))["workers"]
+    tcp = [x for x in workers if x["kind"] == "tcp"]
+    check_eq(len(tcp), 2, f"two tcp workers (tcp.workers default): {workers}")
+    check(all(x["alive"] for x in tcp), "tcp workers alive")
+    check(sum(x.get("tasks_run", 0) for x in tcp) > 0, f"tasks ran: {tcp}")
 
 
-def test_idle_daemon_starts_no_tcp_worker_and_reload_adds_and_removes(workdir):
+def test_idle_daemon_starts_no_tcp_worker_and_reload_adds_and_removes(workdir, ferryd):
     port = free_port()
     cfg = base_config(workdir)
-    with running(workdir, cfg) as d:
-        check_eq(ok(d.request("status"))["tcp"]["running"], False, "no TCP service, no runtime")
-        check_eq([x for x in ok(d.request("workers"))["workers"] if x["kind"] == "tcp"], [],
-                 "no tcp workers")
-        cfg["services"] = [echo_service(port)]
-        workdir.write_config(cfg)
-        result = ok(d.request("reload"), "reload adding echo")
-        check_eq(result["tcp"]["added"], ["echo"], f"added: {result}")
-        errors = []
-        echo_roundtrip(port, [12345], errors)
-        check_eq(errors, [], "echo after reload")
-        cfg["services"] = []
-        workdir.write_config(cfg)
-        ok(d.request("reload"), "reload removing echo")
-        with socket.socket() as s:
-            check(s.connect_ex(("127.0.0.1", port)) != 0, "listener closed after removal")
-        check_eq(d.stop(), 0, "graceful stop")
+    d = ferryd(cfg)
+    check_eq(ok(d.request("status"))["tcp"]["running"], False, "no TCP service, no runtime")
+    check_eq([x for x in ok(d.request("workers"))["workers"] if x["kind"] == "tcp"], [],
+             "no tcp workers")
+    cfg["services"] = [echo_service(port)]
+    workdir.write_config(cfg)
+    result = ok(d.request("reload"), "reload adding echo")
+    check_eq(result["tcp"]["added"], ["echo"], f"added: {result}")
+    errors = []
+    echo_roundtrip(port, [12345], errors)
+    check_eq(errors, [], "echo after reload")
+    cfg["services"] = []
+    workdir.write_config(cfg)
+    ok(d.request("reload"), "reload removing echo")
+    with socket.socket() as s:
+        check(s.connect_ex(("127.0.0.1", port)) != 0, "listener closed after removal")
+    check_eq(d.stop(), 0, "graceful stop")
