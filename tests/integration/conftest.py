@@ -113,8 +113,8 @@ def pytest_runtest_logreport(report):
 
 @pytest.hookimpl(hookwrapper=True, tryfirst=True)
 def pytest_sessionfinish(session, exitstatus):
-    """The last line of each file's run, as harness.run_tests printed it: `N passed, N failed`,
-    after pytest's own summary. A test counts as failed when any of its phases (fixture setup,
+    """The last line of each file's run, as harness.run_tests printed it before pytest: `N passed,
+    N failed`, after pytest's own summary. A test counts as failed when any of its phases (fixture setup,
     the test, teardown) failed, and a file that does not import as one failed test; a run that
     collected nothing fails (a file without tests, a -k that matches none)."""
     yield

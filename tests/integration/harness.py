@@ -367,29 +367,6 @@ def by_label(d, family, label):
     return out
 
 
-def run_tests(tests):
-    """Runs each test function with its own Workdir; prints 'N passed, N failed'; exits 1 on failure."""
-    passed = failed = 0
-    only = sys.argv[1:]
-    for test in tests:
-        if only and test.__name__ not in only:
-            continue
-        workdir = Workdir()
-        started = time.monotonic()
-        try:
-            test(workdir)
-            passed += 1
-            print(f"PASS {test.__name__} ({time.monotonic() - started:.2f}s)", flush=True)
-        except Exception:
-            failed += 1
-            print(f"FAIL {test.__name__}", flush=True)
-            traceback.print_exc()
-        finally:
-            workdir.cleanup()
-    print(f"{passed} passed, {failed} failed", flush=True)
-    sys.exit(1 if failed or not passed else 0)
-
-
 @contextlib.contextmanager
 def running(workdir, cfg, **kwargs):
     """Starts ferryd on `cfg` (dict or path), waits for READY=1, always cleans up."""
