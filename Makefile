@@ -16,7 +16,7 @@ DEMO_PACKAGES := g++ pkg-config meson ninja-build clang llvm bpftool \
 # ... and the packages the rest of the build, the tests and the benchmarks use.
 PACKAGES := $(DEMO_PACKAGES) libbenchmark-dev libfuzzer-14-dev \
 	iputils-ping iputils-tracepath prometheus netsniff-ng \
-	debhelper dpkg-dev fakeroot lintian systemd strace man-db python3-matplotlib \
+	debhelper dpkg-dev fakeroot lintian systemd strace man-db python3-matplotlib python3-pytest \
 	dnsmasq-base bind9-dnsutils dnsperf nftables ccache systemd-container nginx-light haproxy \
 	bird2 iperf3 libnginx-mod-stream
 

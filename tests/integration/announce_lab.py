@@ -5,7 +5,7 @@ import json
 import subprocess
 import sys
 
-from harness import FERRYCTL, FERRYD, base_config, check, ok, wait_until
+from harness import FERRYD, base_config, check, ok, wait_until
 from netns import Netns
 
 TABLE = 100
@@ -176,13 +176,6 @@ def vips_of(report):
 
 def announce_report(d):
     return ok(d.request("announce"), "announce")
-
-
-def ferryctl(d, *args):
-    r = subprocess.run([FERRYCTL, "--socket", d.socket_path, *args], capture_output=True, text=True,
-                       timeout=20)
-    check(r.returncode == 0, f"ferryctl {' '.join(args)} exited {r.returncode}: {r.stderr}")
-    return r.stdout
 
 
 def metric(text, name, **labels):

@@ -10,6 +10,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import time
 
 from fastpath_lab import TX_CSUM, by_label, total, udp_snmp
@@ -141,7 +142,7 @@ class BurstLab:
             self.back.ip("-6", "route", "add", "default", "via", GW_BACK6)
             sysctl(self.gw, "net.ipv4.ip_forward", 1)
             for ns, ifname in ((self.client, "c0"), (self.back, "b0")):
-                state = ns.run("python3", "-c", TX_CSUM, ifname).stdout.strip()
+                state = ns.run(sys.executable, "-c", TX_CSUM, ifname).stdout.strip()
                 check_eq(state, "1", f"transmit checksum offload of {ifname} (the veth default)")
             self.mac = {name: self.mac_of(ns, name) for ns, name in
                         ((self.client, "c0"), (self.gw, "g0"), (self.gw, "g1"), (self.back, "b0"))}
@@ -154,7 +155,7 @@ class BurstLab:
         return json.loads(ns.ip("-j", "link", "show", "dev", ifname).stdout)[0]["address"]
 
     def start_echo(self, log):
-        p = subprocess.Popen(["ip", "netns", "exec", self.back.name, "python3", "-u", "-c", ECHO,
+        p = subprocess.Popen(["ip", "netns", "exec", self.back.name, sys.executable, "-u", "-c", ECHO,
                               str(PORT), *BACKENDS4, *BACKENDS6],
                              stdout=open(log, "w"), stderr=subprocess.STDOUT)
         self.procs.append(p)
@@ -162,7 +163,7 @@ class BurstLab:
 
     def burst(self, source, count, wait_s=4.0):
         vip = VIP6 if ":" in source else VIP4
-        r = self.client.run("timeout", "60", "python3", "-c", BURST, source, vip, str(PORT),
+        r = self.client.run("timeout", "60", sys.executable, "-c", BURST, source, vip, str(PORT),
                             str(count), str(wait_s), check=False)
         check_eq(r.returncode, 0, f"burst from {source}: {r.stdout} {r.stderr}")
         return json.loads(r.stdout)
@@ -170,7 +171,7 @@ class BurstLab:
     def solicit(self, source):
         """The client's ARP request / neighbour solicitation for the gateway, sent from `source`."""
         gw = GW_CLIENT6 if ":" in source else GW_CLIENT4
-        self.client.run("python3", "-c", SOLICIT, "c0", source, gw)
+        self.client.run(sys.executable, "-c", SOLICIT, "c0", source, gw)
 
     def gateway_neighbour(self, address):
         """(state list, MAC) of the gateway's entry for `address` on g0; ([], None) when none."""
@@ -266,7 +267,7 @@ class Hogs:
     """`count` busy loops (one per CPU by default) for at most `seconds`, killed on exit."""
 
     def __init__(self, count=None, seconds=600):
-        self.procs = [subprocess.Popen(["python3", "-c", HOG, str(seconds)])
+        self.procs = [subprocess.Popen([sys.executable, "-c", HOG, str(seconds)])
                       for _ in range(count if count is not None else os.cpu_count())]
 
     def close(self):

@@ -10,8 +10,10 @@ import os
 import socket
 import struct
 import subprocess
+import sys
 
-from harness import base_config, check_eq, ok, wait_until
+from harness import base_config, check_eq, wait_until
+from harness import by_label, samples, total  # noqa: F401 (its tests import them from here)
 from netns import Netns, end_all, veth
 
 VIP = "10.10.100.10"
@@ -233,7 +235,7 @@ class Lab:
         """Applies the lab's tx_checksum_offload to a sender veth (also one re-created by a test);
         returns the interface's transmit checksum offload state after it (1 = on)."""
         args = [] if self.tx_checksum_offload else ["off"]
-        state = int(ns.run("python3", "-c", TX_CSUM, ifname, *args).stdout)
+        state = int(ns.run(sys.executable, "-c", TX_CSUM, ifname, *args).stdout)
         check_eq(state, int(self.tx_checksum_offload), f"{ifname}: transmit checksum offload")
         return state
 
@@ -270,7 +272,7 @@ class Lab:
 
     def spawn(self, ns, script, *args, log=None):
         out = open(log, "w") if log else subprocess.PIPE
-        p = subprocess.Popen(["ip", "netns", "exec", ns.name, "python3", "-u", "-c", script, *args],
+        p = subprocess.Popen(["ip", "netns", "exec", ns.name, sys.executable, "-u", "-c", script, *args],
                              stdout=out, stderr=subprocess.STDOUT, text=True)
         self.procs.append(p)
         return p
@@ -292,7 +294,7 @@ class Lab:
         return flows
 
     def converse(self, tag, flows=30, rounds=3, base=20000):
-        r = self.client.run("timeout", "120", "python3", "-c", CLIENT_SCRIPT, VIP, str(PORT),
+        r = self.client.run("timeout", "120", sys.executable, "-c", CLIENT_SCRIPT, VIP, str(PORT),
                             str(flows), str(rounds), str(base), tag, CLIENT, check=False)
         check_eq(r.returncode, 0, f"client: {r.stdout} {r.stderr} "
                  f"(UDP InCsumErrors {self.udp_csum_errors()})")
@@ -318,25 +320,6 @@ def fastpath_config(w, backends=BACKENDS, frame_bytes=4096, ipv6=False):
         "umem": {"frames": 4096, "frame_bytes": frame_bytes},
         "rings": {"fill": 512, "completion": 512, "rx": 512, "tx": 512},
     }, services=services, routes=[{"prefix": ROUTED_PREFIX, "via": "g1"}])
-
-
-def samples(d, family):
-    fams = ok(d.request("stats", {"prefix": family}))["metrics"]
-    fam = [f for f in fams if f["name"] == family]
-    return [(s["labels"], s["value"]) for s in fam[0]["samples"]] if fam else []
-
-
-def total(d, family, **match):
-    return sum(v for labels, v in samples(d, family)
-               if all(labels.get(k) == str(x) for k, x in match.items()))
-
-
-def by_label(d, family, label):
-    """{label value: sum of the family's samples with it}."""
-    out = {}
-    for labels, v in samples(d, family):
-        out[labels.get(label)] = out.get(labels.get(label), 0) + v
-    return out
 
 
 def frames_by_queue(d):

@@ -23,6 +23,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import time
 
 from harness import Piped, TestFailure, base_config, check, check_eq, wait_until
@@ -540,8 +541,8 @@ class FleetLab:
     # ------------------------------------------------------------------ backends
     def start_backends(self):
         log = self.w.file("backends.log")
-        p = self.spawn(self.back, ["python3", "-u", "-c", BACKEND_SCRIPT, str(UDP_PORT), str(HEALTH_PORT),
-                                   str(TCP_PORT), *BACKENDS], log)
+        p = self.spawn(self.back, [sys.executable, "-u", "-c", BACKEND_SCRIPT, str(UDP_PORT),
+                                   str(HEALTH_PORT), str(TCP_PORT), *BACKENDS], log)
         wait_until(lambda: "ready" in open(log).read() or p.poll() is not None, 10, "backends")
         check(p.poll() is None, f"backends exited: {open(log).read()}")
 

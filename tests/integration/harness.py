@@ -21,7 +21,7 @@ SOURCE_ROOT = os.environ.get("SOURCE_ROOT", os.getcwd())
 
 
 class TestFailure(AssertionError):
-    pass
+    __test__ = False  # a failure, not a class of tests for pytest to collect
 
 
 # The first line of an ASan, LeakSanitizer or UBSan report (docs/testing.md): a daemon's log that
@@ -329,27 +329,42 @@ def wait_until(predicate, timeout, what, interval=0.02):
     raise TestFailure(f"timed out after {timeout}s waiting for {what}")
 
 
-def run_tests(tests):
-    """Runs each test function with its own Workdir; prints 'N passed, N failed'; exits 1 on failure."""
-    passed = failed = 0
-    only = sys.argv[1:]
-    for test in tests:
-        if only and test.__name__ not in only:
-            continue
-        workdir = Workdir()
-        started = time.monotonic()
-        try:
-            test(workdir)
-            passed += 1
-            print(f"PASS {test.__name__} ({time.monotonic() - started:.2f}s)", flush=True)
-        except Exception:
-            failed += 1
-            print(f"FAIL {test.__name__}", flush=True)
-            traceback.print_exc()
-        finally:
-            workdir.cleanup()
-    print(f"{passed} passed, {failed} failed", flush=True)
-    sys.exit(1 if failed or not passed else 0)
+def ferryctl(target, *args, user=None, timeout=20):
+    """`ferryctl --socket SOCKET ARGS...` for `target`, a Daemon or a control socket's path, as
+    `user` (a pwd entry) when given; the CompletedProcess (text), whatever its exit status."""
+    socket_path = target if isinstance(target, str) else target.socket_path
+    prefix = ["setpriv", f"--reuid={user.pw_uid}", f"--regid={user.pw_gid}", "--clear-groups"] \
+        if user else []
+    return subprocess.run(prefix + [FERRYCTL, "--socket", socket_path, *args], capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def ferryctl_out(target, *args, timeout=20):
+    """ferryctl's stdout; fails the test unless it exits 0."""
+    r = ferryctl(target, *args, timeout=timeout)
+    check_eq(r.returncode, 0, f"ferryctl {' '.join(args)} ({r.stdout}{r.stderr})")
+    return r.stdout
+
+
+def samples(d, family):
+    """[(labels, value)] of one metric family, from ferryd's `stats` command."""
+    fams = ok(d.request("stats", {"prefix": family}))["metrics"]
+    fam = [f for f in fams if f["name"] == family]
+    return [(s["labels"], s["value"]) for s in fam[0]["samples"]] if fam else []
+
+
+def total(d, family, **match):
+    """The sum of a family's samples whose labels include `match`."""
+    return sum(v for labels, v in samples(d, family)
+               if all(labels.get(k) == str(x) for k, x in match.items()))
+
+
+def by_label(d, family, label):
+    """{label value: sum of the family's samples with it}."""
+    out = {}
+    for labels, v in samples(d, family):
+        out[labels.get(label)] = out.get(labels.get(label), 0) + v
+    return out
 
 
 @contextlib.contextmanager
@@ -371,7 +386,7 @@ class Piped:
     def __init__(self, ns, script, args, err_path, name="helper"):
         self.err_path = err_path
         self.name = name
-        self.proc = subprocess.Popen(["ip", "netns", "exec", ns.name, "python3", "-u", "-c", script,
+        self.proc = subprocess.Popen(["ip", "netns", "exec", ns.name, sys.executable, "-u", "-c", script,
                                       *map(str, args)],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=open(err_path, "w"))

@@ -1,6 +1,11 @@
 """Network namespaces and veth pairs for tests: unique names, always removed."""
+import itertools
 import os
 import subprocess
+
+# One number per namespace this process makes: a file's tests may hold a lab their module shares
+# while one of them builds a lab of the same kind.
+_serial = itertools.count()
 
 
 def sh(*args, check=True):
@@ -13,7 +18,7 @@ class Netns:
     addresses are usable at once, not tentative for a second or more)."""
 
     def __init__(self, tag, ipv6=None):
-        self.name = f"fit-{tag}-{os.getpid()}"
+        self.name = f"fit-{tag}-{os.getpid()}-{next(_serial)}"
         sh("ip", "netns", "add", self.name)
         sh("ip", "-n", self.name, "link", "set", "lo", "up")
         if ipv6 is not None:

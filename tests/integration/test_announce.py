@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Announcing VIPs (lib/announce) on the real daemon, each ferryd in a network namespace of its
 own: routes of protocol 70 that an earlier ferryd left cleared at start, from every table (other
 protocols left alone); every routable VIP published as VIP/32 (/128) dev lo
@@ -18,12 +17,12 @@ import subprocess
 import time
 
 from announce_lab import (FAST_HEALTH, SETTLE_S, TABLE, Lab, announce_config,
-                          announce_report, echo_service, failed_checks, ferryctl, metric,
+                          announce_report, echo_service, failed_checks, metric,
                           proxy_service, vips_of, wait_log)
-from harness import FERRYD, base_config, check, check_eq, ok, run_tests, running, wait_until
+from harness import FERRYD, base_config, check, check_eq, ferryctl_out, ok, running, wait_until
 
 
-def stale_routes_cleared_and_routable_vips_announced_at_start(w):
+def test_stale_routes_cleared_and_routable_vips_announced_at_start(workdir):
     with Lab("ann-start", ["10.0.0.10", "10.0.0.20", "2001:db8::10"]) as lab:
         lab.add_route("10.99.0.1/32", TABLE)           # an earlier ferryd's, to be cleared
         lab.add_route("2001:db8::99/128", TABLE)       # as is its IPv6 one
@@ -34,7 +33,7 @@ def stale_routes_cleared_and_routable_vips_announced_at_start(w):
                     proxy_service("web", "10.0.0.20", 80, ["127.0.0.1:20001"]),
                     echo_service("echo6", "2001:db8::10"),
                     echo_service("local", "127.0.0.1")]
-        with running(w, announce_config(w, services), netns=lab.ns.name) as d:
+        with running(workdir, announce_config(workdir, services), netns=lab.ns.name) as d:
             lab.wait_table({"10.0.0.10", "10.0.0.20", "2001:db8::10"})
             check_eq(lab.routes().get("200"), None, "table 200 (ferry's routes go from every table)")
             check_eq(lab.routes(proto=("static",)).get(str(TABLE)), {"10.99.0.3"},
@@ -63,7 +62,7 @@ def stale_routes_cleared_and_routable_vips_announced_at_start(w):
             check(vips["10.0.0.10"]["since"].endswith("Z"), f"since: {vips['10.0.0.10']}")
             check_eq(ok(d.request("status"), "status")["announce"], report, "status's announce")
 
-            text = ferryctl(d, "announce")
+            text = ferryctl_out(d, "announce")
             lines = text.splitlines()
             check_eq(lines[0], "table 100 (protocol 70), min_backends 1", "ferryctl announce header")
             check_eq(lines[1].split(), ["VIP", "ANNOUNCED", "SINCE", "SERVICES", "REASON"], "columns")
@@ -72,7 +71,7 @@ def stale_routes_cleared_and_routable_vips_announced_at_start(w):
             check_eq(rows["10.0.0.20"][3], "web", "services column")
             check(rows["10.0.0.20"][4:] == "every service on it can serve (web)".split(), f"{text}")
             check_eq(rows["127.0.0.1"][1], "no", "ferryctl row of 127.0.0.1")
-            as_json = json.loads(ferryctl(d, "--json", "announce"))
+            as_json = json.loads(ferryctl_out(d, "--json", "announce"))
             check_eq(as_json["result"]["table"], TABLE, "ferryctl --json announce")
             check_eq(vips_of(as_json["result"])["2001:db8::10"]["announced"], True, "--json VIP")
 
@@ -89,14 +88,14 @@ def stale_routes_cleared_and_routable_vips_announced_at_start(w):
         check_eq(lab.routes(), {}, "ferry's routes after the stop")
 
 
-def a_failing_service_withdraws_the_vip_it_shares_until_min_backends_pass_again(w):
+def test_a_failing_service_withdraws_the_vip_it_shares_until_min_backends_pass_again(workdir):
     with Lab("ann-health", ["10.0.0.30", "10.0.0.40"]) as lab:
         web = [lab.backend(21001), lab.backend(21002)]
         api = [lab.backend(21003), lab.backend(21004)]
         services = [proxy_service("web", "10.0.0.30", 80, [b.endpoint for b in web], FAST_HEALTH),
                     proxy_service("api", "10.0.0.30", 81, [b.endpoint for b in api], FAST_HEALTH),
                     echo_service("echo", "10.0.0.40")]
-        with running(w, announce_config(w, services, min_backends=2), netns=lab.ns.name) as d:
+        with running(workdir, announce_config(workdir, services, min_backends=2), netns=lab.ns.name) as d:
             lab.wait_table({"10.0.0.30", "10.0.0.40"})
             check_eq(vips_of(announce_report(d))["10.0.0.30"]["reason"],
                      "every service on it can serve (web, api)", "reason while announced")
@@ -128,7 +127,7 @@ def a_failing_service_withdraws_the_vip_it_shares_until_min_backends_pass_again(
                      "web: 1 of 2 backends usable, 2 needed (1 down)", "reason")
 
 
-def a_checked_backend_announces_its_vip_only_after_a_first_passing_check(w):
+def test_a_checked_backend_announces_its_vip_only_after_a_first_passing_check(workdir):
     # The backend does not listen at first: its checks fail, but fall 100 keeps it "up" (the
     # initial state) for 100 s, so only the missing first pass holds the VIP back.
     health = {"interval_ms": 1000, "timeout_ms": 200, "rise": 1, "fall": 100}
@@ -136,7 +135,7 @@ def a_checked_backend_announces_its_vip_only_after_a_first_passing_check(w):
         backend = lab.backend(22001, start=False)
         services = [proxy_service("web", "10.0.0.50", 80, [backend.endpoint], health),
                     proxy_service("plain", "10.0.0.60", 80, ["127.0.0.1:22002"])]
-        with running(w, announce_config(w, services), netns=lab.ns.name) as d:
+        with running(workdir, announce_config(workdir, services), netns=lab.ns.name) as d:
             # The unchecked service's VIP goes in at once; the checked one waits.
             lab.wait_table({"10.0.0.60"})
             vip = wait_until(lambda: vips_of(announce_report(d)).get("10.0.0.50"), SETTLE_S,
@@ -159,44 +158,44 @@ def a_checked_backend_announces_its_vip_only_after_a_first_passing_check(w):
                      "every service on it can serve (web)", "reason")
 
 
-def draining_every_backend_withdraws_and_enabling_one_announces(w):
+def test_draining_every_backend_withdraws_and_enabling_one_announces(workdir):
     with Lab("ann-drain", ["10.0.0.70"]) as lab:
         b1, b2 = "127.0.0.1:23001", "127.0.0.1:23002"
-        with running(w, announce_config(w, [proxy_service("web", "10.0.0.70", 80, [b1, b2])]),
+        with running(workdir, announce_config(workdir, [proxy_service("web", "10.0.0.70", 80, [b1, b2])]),
                      netns=lab.ns.name) as d:
             lab.wait_table({"10.0.0.70"})
-            ferryctl(d, "backend", "web", b1, "drain")
+            ferryctl_out(d, "backend", "web", b1, "drain")
             check_eq(lab.table(), {"10.0.0.70"}, "table with one backend drained")
-            ferryctl(d, "backend", "web", b2, "disable")
+            ferryctl_out(d, "backend", "web", b2, "disable")
             lab.wait_table(set(), what="10.0.0.70 withdrawn with every backend drained")
             check_eq(vips_of(announce_report(d))["10.0.0.70"]["reason"],
                      "web: 0 of 2 backends usable, 1 needed (2 drained, disabled or weight 0)",
                      "reason")
-            ferryctl(d, "backend", "web", b2, "enable")
+            ferryctl_out(d, "backend", "web", b2, "enable")
             lab.wait_table({"10.0.0.70"}, what="10.0.0.70 back with one backend enabled")
-            ferryctl(d, "backend", "web", b2, "weight", "0")
+            ferryctl_out(d, "backend", "web", b2, "weight", "0")
             lab.wait_table(set(), what="10.0.0.70 withdrawn at weight 0")
             # b1 is still draining: a weight does not enable it; b2's weight brings the VIP back.
-            ferryctl(d, "backend", "web", b1, "weight", "3")
+            ferryctl_out(d, "backend", "web", b1, "weight", "3")
             check_eq(vips_of(announce_report(d))["10.0.0.70"]["announced"], False,
                      "announced with b1 draining at weight 3 and b2 at weight 0")
-            ferryctl(d, "backend", "web", b2, "weight", "3")
+            ferryctl_out(d, "backend", "web", b2, "weight", "3")
             lab.wait_table({"10.0.0.70"}, what="10.0.0.70 back at weight 3")
 
 
-def reloads_move_the_table_and_turn_announcing_off_and_on(w):
+def test_reloads_move_the_table_and_turn_announcing_off_and_on(workdir):
     with Lab("ann-reload", ["10.0.0.80", "10.0.0.90"]) as lab:
         both = [echo_service("a", "10.0.0.80"), echo_service("b", "10.0.0.90")]
-        path = w.write_config(announce_config(w, both))
-        with running(w, path, netns=lab.ns.name) as d:
+        path = workdir.write_config(announce_config(workdir, both))
+        with running(workdir, path, netns=lab.ns.name) as d:
             lab.wait_table({"10.0.0.80", "10.0.0.90"})
             # A rejected reload changes nothing.
-            w.write_config('{"announce": {"table": 255}}')
+            workdir.write_config('{"announce": {"table": 255}}')
             r = d.request("reload")
             check(not r.get("ok"), f"a reload to table 255 was accepted: {r}")
             check_eq(lab.routes(), {"100": {"10.0.0.80", "10.0.0.90"}}, "routes after a rejected reload")
             # Table 200, and service b (with its VIP) gone.
-            w.write_config(announce_config(w, both[:1], table=200))
+            workdir.write_config(announce_config(workdir, both[:1], table=200))
             ok(d.request("reload"), "reload to table 200")
             lab.wait_table({"10.0.0.80"}, table=200)
             lab.wait_table(set(), table=TABLE, what="table 100 emptied by the move")
@@ -205,25 +204,25 @@ def reloads_move_the_table_and_turn_announcing_off_and_on(w):
             check_eq(sorted(vips_of(report)), ["10.0.0.80"], "VIPs after b went")
             check("moving the VIP routes from table 100 to table 200" in d.log(), "no move notice")
             # No announce section: everything withdrawn, the command says off.
-            cfg = announce_config(w, both)
+            cfg = announce_config(workdir, both)
             del cfg["announce"]
-            w.write_config(cfg)
+            workdir.write_config(cfg)
             ok(d.request("reload"), "reload without announce")
             wait_until(lambda: lab.routes() == {}, SETTLE_S, "every route of protocol ferry gone")
             check_eq(announce_report(d), {"enabled": False}, "announce when off")
             check_eq(ok(d.request("status"), "status")["announce"], None, "status's announce when off")
-            check_eq(ferryctl(d, "announce"), "announce is off (no announce section in the config)\n",
+            check_eq(ferryctl_out(d, "announce"), "announce is off (no announce section in the config)\n",
                      "ferryctl announce when off")
             # And on again.
-            w.write_config(announce_config(w, both))
+            workdir.write_config(announce_config(workdir, both))
             ok(d.request("reload"), "reload with announce again")
             lab.wait_table({"10.0.0.80", "10.0.0.90"})
 
 
-def a_route_removed_behind_ferryds_back_is_restored(w):
+def test_a_route_removed_behind_ferryds_back_is_restored(workdir):
     with Lab("ann-restore", ["10.0.0.100", "10.0.0.101"]) as lab:
         services = [echo_service("a", "10.0.0.100"), echo_service("b", "10.0.0.101")]
-        with running(w, announce_config(w, services), netns=lab.ns.name) as d:
+        with running(workdir, announce_config(workdir, services), netns=lab.ns.name) as d:
             lab.wait_table({"10.0.0.100", "10.0.0.101"})
             lab.del_route("10.0.0.100/32", TABLE)
             check_eq(lab.table(), {"10.0.0.101"}, "table after the deletion")
@@ -237,11 +236,11 @@ def a_route_removed_behind_ferryds_back_is_restored(w):
             check_eq(metric(m, "ferry_announce_route_errors_total"), 0.0, "errors")
 
 
-def sigterm_withdraws_first_and_serves_through_the_grace(w):
+def test_sigterm_withdraws_first_and_serves_through_the_grace(workdir):
     grace_ms = 3000
     with Lab("ann-grace", ["10.0.0.110"]) as lab:
-        cfg = announce_config(w, [echo_service("echo", "10.0.0.110")], withdraw_grace_ms=grace_ms)
-        with running(w, cfg, netns=lab.ns.name) as d:
+        cfg = announce_config(workdir, [echo_service("echo", "10.0.0.110")], withdraw_grace_ms=grace_ms)
+        with running(workdir, cfg, netns=lab.ns.name) as d:
             lab.wait_table({"10.0.0.110"})
             check_eq(lab.echo("10.0.0.110", 7, "before"), "before", "echo before the stop")
             signalled = time.monotonic()
@@ -255,7 +254,7 @@ def sigterm_withdraws_first_and_serves_through_the_grace(w):
             check_eq(report["withdrawn"], True, "withdrawn during the grace")
             check_eq([(v["vip"], v["announced"], v["reason"]) for v in report["vips"]],
                      [("10.0.0.110", False, "ferryd is stopping")], "VIPs during the grace")
-            check_eq(ferryctl(d, "announce").splitlines()[0],
+            check_eq(ferryctl_out(d, "announce").splitlines()[0],
                      "table 100 (protocol 70), min_backends 1, all withdrawn: stopping",
                      "ferryctl announce during the grace")
             check(d.proc.poll() is None, "ferryd exited before its grace")
@@ -277,10 +276,10 @@ def sigterm_withdraws_first_and_serves_through_the_grace(w):
                   f"no STATUS= for the grace: {statuses}")
 
 
-def a_second_sigterm_cuts_the_grace_short(w):
+def test_a_second_sigterm_cuts_the_grace_short(workdir):
     with Lab("ann-cut", ["10.0.0.120"]) as lab:
-        cfg = announce_config(w, [echo_service("echo", "10.0.0.120")], withdraw_grace_ms=60000)
-        with running(w, cfg, netns=lab.ns.name) as d:
+        cfg = announce_config(workdir, [echo_service("echo", "10.0.0.120")], withdraw_grace_ms=60000)
+        with running(workdir, cfg, netns=lab.ns.name) as d:
             lab.wait_table({"10.0.0.120"})
             d.signal(signal.SIGTERM)
             lab.wait_table(set(), timeout=2.0, what="withdrawal right after SIGTERM")
@@ -291,13 +290,13 @@ def a_second_sigterm_cuts_the_grace_short(w):
                   "no notice of the cut")
 
 
-def a_stop_with_nothing_announced_does_not_wait_out_the_grace(w):
+def test_a_stop_with_nothing_announced_does_not_wait_out_the_grace(workdir):
     with Lab("ann-nograce", ["10.0.0.140"]) as lab:
         # Its only backend is checked and never answers: never usable.
-        cfg = announce_config(w, [proxy_service("web", "10.0.0.140", 80, ["127.0.0.1:24001"],
-                                                FAST_HEALTH)],
+        cfg = announce_config(workdir, [proxy_service("web", "10.0.0.140", 80, ["127.0.0.1:24001"],
+                                                      FAST_HEALTH)],
                               withdraw_grace_ms=60000)
-        with running(w, cfg, netns=lab.ns.name) as d:
+        with running(workdir, cfg, netns=lab.ns.name) as d:
             vip = wait_until(lambda: vips_of(announce_report(d)).get("10.0.0.140"), SETTLE_S,
                              "10.0.0.140 in the announce report")
             check_eq(vip["announced"], False, "a VIP whose only backend never passes a check")
@@ -315,14 +314,14 @@ def stop_promptly(d, what):
     check(took < 5, f"ferryd took {took:.2f}s to stop {what}")
 
 
-def a_tcp_service_that_cannot_listen_keeps_its_vip_withdrawn(w):
+def test_a_tcp_service_that_cannot_listen_keeps_its_vip_withdrawn(workdir):
     with Lab("ann-bind", ["10.0.0.140"]) as lab:
         first = [echo_service("a", "10.0.0.140")]
-        path = w.write_config(announce_config(w, first))
-        with running(w, path, netns=lab.ns.name) as d:
+        path = workdir.write_config(announce_config(workdir, first))
+        with running(workdir, path, netns=lab.ns.name) as d:
             lab.wait_table({"10.0.0.140"})
             # 10.0.0.150 is not on lo: the reload stands, but service b cannot listen.
-            w.write_config(announce_config(w, first + [echo_service("b", "10.0.0.150")]))
+            workdir.write_config(announce_config(workdir, first + [echo_service("b", "10.0.0.150")]))
             ok(d.request("reload"), "reload adding b")
             vip = vips_of(announce_report(d))["10.0.0.150"]
             check_eq((vip["announced"], vip["reason"]),
@@ -334,12 +333,12 @@ def a_tcp_service_that_cannot_listen_keeps_its_vip_withdrawn(w):
             lab.wait_table({"10.0.0.140", "10.0.0.150"})
 
 
-def sigkill_leaves_the_routes_for_ferryd_withdraw(w):
+def test_sigkill_leaves_the_routes_for_ferryd_withdraw(workdir):
     with Lab("ann-kill", ["10.0.0.130", "2001:db8::130"]) as lab:
         lab.add_route("10.99.0.2/32", 200, "static")  # not ferry's: --withdraw leaves it
         services = [echo_service("a", "10.0.0.130"), echo_service("b", "2001:db8::130")]
-        path = w.write_config(announce_config(w, services))
-        with running(w, path, netns=lab.ns.name) as d:
+        path = workdir.write_config(announce_config(workdir, services))
+        with running(workdir, path, netns=lab.ns.name) as d:
             lab.wait_table({"10.0.0.130", "2001:db8::130"})
             d.kill()
             check_eq(d.returncode, -signal.SIGKILL, "killed")
@@ -353,10 +352,10 @@ def sigkill_leaves_the_routes_for_ferryd_withdraw(w):
         check_eq((r.returncode, r.stdout),
                  (0, "ferryd: withdrew 0 route(s) of protocol ferry\n"), "second run")
         # Killed again, and started again instead: the new ferryd clears what the old one left.
-        with running(w, path, netns=lab.ns.name, name="second") as d:
+        with running(workdir, path, netns=lab.ns.name, name="second") as d:
             lab.wait_table({"10.0.0.130", "2001:db8::130"})
             d.kill()
-        with running(w, path, netns=lab.ns.name, name="third") as d:
+        with running(workdir, path, netns=lab.ns.name, name="third") as d:
             lab.wait_table({"10.0.0.130", "2001:db8::130"})
             check("removed 2 route(s) of protocol ferry that an earlier ferryd left" in d.log(),
                   f"no stale-route notice:\n{d.log()}")
@@ -364,24 +363,24 @@ def sigkill_leaves_the_routes_for_ferryd_withdraw(w):
         # Without CAP_NET_ADMIN the routes stay and --withdraw says so, exit 1.
         lab.add_route("10.99.0.1/32", TABLE)
         r = lab.ns.run("setpriv", "--reuid", "65534", "--regid", "65534", "--clear-groups",
-                       FERRYD, "--withdraw", "--config", w.file("missing.json"), check=False)
+                       FERRYD, "--withdraw", "--config", workdir.file("missing.json"), check=False)
         check_eq(r.returncode, 1, f"--withdraw without privileges ({r.stdout} {r.stderr})")
         check("ferryd: withdrawing the announced routes failed: removing the route to "
               in r.stderr and "Operation not permitted" in r.stderr, f"stderr: {r.stderr}")
         check("10.99.0.1" in lab.table(), "the route a failed --withdraw could not remove")
 
 
-def ferryd_withdraw_clears_every_table_whatever_the_file_says(w):
+def test_ferryd_withdraw_clears_every_table_whatever_the_file_says(workdir):
     with Lab("ann-wdraw") as lab:
         def plant():
             lab.add_route("10.99.0.1/32", 100)
             lab.add_route("10.99.0.2/32", 200)
             lab.add_route("2001:db8::3/128", 300)
         lab.add_route("10.99.0.9/32", 100, "static")
-        invalid = w.write_config('{"announce": {"table": 100}, oops', "invalid.json")
-        no_announce = w.write_config(base_config(w), "plain.json")
-        missing = w.file("missing.json")
-        other_table = w.write_config(base_config(w, announce={"table": 500}), "other.json")
+        invalid = workdir.write_config('{"announce": {"table": 100}, oops', "invalid.json")
+        no_announce = workdir.write_config(base_config(workdir), "plain.json")
+        missing = workdir.file("missing.json")
+        other_table = workdir.write_config(base_config(workdir, announce={"table": 500}), "other.json")
         for path, what in ((invalid, "an invalid file"), (no_announce, "a file without announce"),
                            (missing, "a missing file"), (other_table, "a file naming another table")):
             plant()
@@ -394,7 +393,7 @@ def ferryd_withdraw_clears_every_table_whatever_the_file_says(w):
         check_eq(lab.routes(proto=("static",)), {"100": {"10.99.0.9"}}, "the static route")
 
 
-def check_config_refuses_bad_announce_sections(w):
+def test_check_config_refuses_bad_announce_sections(workdir):
     text = ('{\n  "services": [{"name": "web", "vip": "10.0.0.10", "port": 80, "protocols": ["tcp"],\n'
             '                "backends": ["127.0.0.1:1", "127.0.0.1:2"]}],\n'
             '  "announce": {"table": 100, "min_backends": 3}\n}\n')
@@ -408,31 +407,13 @@ def check_config_refuses_bad_announce_sections(w):
         ('{"announce": {"table": 0}}', 1, 24, "announce.table: 0 is out of range (1..4294967295)"),
     ]
     for i, (config_text, line, column, message) in enumerate(cases):
-        path = w.write_config(config_text, f"bad{i}.json")
+        path = workdir.write_config(config_text, f"bad{i}.json")
         r = subprocess.run([FERRYD, "--check-config", "--config", path], capture_output=True,
                            text=True, timeout=20)
         check_eq(r.returncode, 78, f"--check-config exit code for {config_text!r}")
         check_eq(r.stderr.strip().splitlines()[-1], f"{path}:{line}:{column}: {message}", "stderr")
-    ok_path = w.write_config('{"announce": {"table": 4000, "min_backends": 2, "withdraw_grace_ms": 0},'
-                             ' "services": []}', "good.json")
+    ok_path = workdir.write_config('{"announce": {"table": 4000, "min_backends": 2, "withdraw_grace_ms": 0},'
+                                   ' "services": []}', "good.json")
     r = subprocess.run([FERRYD, "--check-config", "--config", ok_path], capture_output=True,
                        text=True, timeout=20)
     check_eq(r.returncode, 0, f"--check-config of a good announce section ({r.stderr})")
-
-
-if __name__ == "__main__":
-    run_tests([
-        check_config_refuses_bad_announce_sections,
-        stale_routes_cleared_and_routable_vips_announced_at_start,
-        a_failing_service_withdraws_the_vip_it_shares_until_min_backends_pass_again,
-        a_checked_backend_announces_its_vip_only_after_a_first_passing_check,
-        draining_every_backend_withdraws_and_enabling_one_announces,
-        reloads_move_the_table_and_turn_announcing_off_and_on,
-        a_route_removed_behind_ferryds_back_is_restored,
-        sigterm_withdraws_first_and_serves_through_the_grace,
-        a_second_sigterm_cuts_the_grace_short,
-        a_stop_with_nothing_announced_does_not_wait_out_the_grace,
-        a_tcp_service_that_cannot_listen_keeps_its_vip_withdrawn,
-        sigkill_leaves_the_routes_for_ferryd_withdraw,
-        ferryd_withdraw_clears_every_table_whatever_the_file_says,
-    ])

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """docs/benchmarks.md's figures: tests/bench/plot.py draws every figure from the committed
 result files (so a result file whose tables changed shape fails here, not silently in the docs),
 and every image the page shows is one the script draws and is committed under docs/img."""
@@ -7,13 +6,13 @@ import re
 import subprocess
 import tempfile
 
-from harness import SOURCE_ROOT, check, check_eq, run_tests
+from harness import SOURCE_ROOT, check, check_eq
 
 PLOT = os.path.join(SOURCE_ROOT, "tests/bench/plot.py")
 DOC = os.path.join(SOURCE_ROOT, "docs/benchmarks.md")
 
 
-def plot_draws_every_figure_the_page_shows(_workdir):
+def test_plot_draws_every_figure_the_page_shows(workdir):
     with tempfile.TemporaryDirectory() as out:
         run = subprocess.run(["/usr/bin/python3", PLOT, os.path.join(SOURCE_ROOT, "tests/bench/results"),
                               out], capture_output=True, text=True, timeout=120)
@@ -25,7 +24,3 @@ def plot_draws_every_figure_the_page_shows(_workdir):
     check_eq(shown, drawn, "figures in docs/benchmarks.md vs figures plot.py draws")
     for name in shown:
         check(os.path.exists(os.path.join(SOURCE_ROOT, "docs/img", name)), f"docs/img/{name} committed")
-
-
-if __name__ == "__main__":
-    run_tests([plot_draws_every_figure_the_page_shows])

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Issue 23, "never down on bad input": the real ferryd answers every malformed control line of
 docs/control-protocol.md's error table, and the {"id":1,"cmd":42} family that once ended it, with
 the documented error and id, from root, from a uid without admin access (a child that dropped to
@@ -10,7 +9,7 @@ import os
 import socket
 
 from harness import (ControlClient, as_nobody, check, check_eq, http_get, metrics_endpoint, ok,
-                     run_tests, running, tcp_control_config)
+                     running, tcp_control_config)
 
 TOKEN = "barrage-token"
 BIG = 65536  # the request line limit
@@ -163,10 +162,10 @@ class TcpClient(ControlClient):
         self.next_id = 1
 
 
-def every_bad_line_gets_its_error_from_each_kind_of_peer(w):
-    cfg = tcp_control_config(w, TOKEN)
+def test_every_bad_line_gets_its_error_from_each_kind_of_peer(workdir):
+    cfg = tcp_control_config(workdir, TOKEN)
     cfg["control"]["mode"] = "0666"  # nobody may connect; its uid grants read access only
-    with running(w, cfg) as d:
+    with running(workdir, cfg) as d:
         os.chmod(os.path.dirname(d.socket_path), 0o755)
         pid = ok(d.request("status"))["pid"]
 
@@ -193,12 +192,12 @@ def every_bad_line_gets_its_error_from_each_kind_of_peer(w):
 
         # `rejected`: a reload of a config file that does not validate; the running one stays.
         good = open(d.config_path).read()
-        w.write_config('{"metrics": {"listne": null}}', name=os.path.basename(d.config_path))
+        workdir.write_config('{"metrics": {"listne": null}}', name=os.path.basename(d.config_path))
         with d.client() as c:
             resp = c.request("reload")
             check_eq(resp["error"]["code"], "rejected", f"reload of a broken file: {resp}")
             check(d.config_path in resp["error"]["message"], f"names the file: {resp}")
-        w.write_config(good, name=os.path.basename(d.config_path))
+        workdir.write_config(good, name=os.path.basename(d.config_path))
 
         status = ok(d.request("status"))
         check_eq((status["pid"], status["state"], status["reload_failures"]), (pid, "running", 1),
@@ -218,7 +217,3 @@ def every_bad_line_gets_its_error_from_each_kind_of_peer(w):
         check('ferry_control_bad_requests_total{reason="too_large"} 2' in text,
               "both too_large lines counted")
         check_eq(d.stop(), 0, "ferryd's exit status after SIGTERM")
-
-
-if __name__ == "__main__":
-    run_tests([every_bad_line_gets_its_error_from_each_kind_of_peer])

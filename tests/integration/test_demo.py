@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """`make demo` end to end: tests/lab/demo.sh builds its netns lab, runs ferryd on
 etc/ferry/demo.json, drives UDP and TCP traffic, shows `ferryctl top`, and its summary must show
 answers from all three backends on both paths, no errors, and every namespace removed afterwards; interrupted with
@@ -7,14 +6,20 @@ import os
 import re
 import signal
 import subprocess
-import sys
 import time
 
-from harness import run_tests
+import pytest
+
+from harness import check
 
 SOURCE_ROOT = os.environ.get("SOURCE_ROOT", os.path.join(os.path.dirname(__file__), "../.."))
 DEMO = os.path.join(SOURCE_ROOT, "tests/lab/demo.sh")
 BACKENDS = ["backend-2", "backend-3", "backend-4"]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def as_root():
+    check(os.geteuid() == 0, "test_demo: needs root (network namespaces, XDP)")
 
 
 def demo_namespaces():
@@ -45,7 +50,7 @@ def env(seconds):
     return e
 
 
-def test_demo_balances_both_paths_and_cleans_up(_workdir):
+def test_demo_balances_both_paths_and_cleans_up():
     before = demo_namespaces()
     run = subprocess.run([DEMO], env=env(6), capture_output=True, text=True, timeout=240)
     out = run.stdout + run.stderr
@@ -87,7 +92,7 @@ def test_demo_balances_both_paths_and_cleans_up(_workdir):
     assert not ferryd_running_demo()
 
 
-def test_demo_interrupted_removes_everything(_workdir):
+def test_demo_interrupted_removes_everything():
     before = demo_namespaces()
     proc = subprocess.Popen([DEMO], env=env(60), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True, start_new_session=True)
@@ -113,10 +118,3 @@ def test_demo_interrupted_removes_everything(_workdir):
     assert demo_namespaces() == before, demo_namespaces()
     assert not ferryd_running_demo()
     assert not os.path.exists("/run/ferry/demo.sock")
-
-
-if __name__ == "__main__":
-    if os.geteuid() != 0:
-        print("test_demo: needs root (network namespaces, XDP)\n0 passed, 1 failed")
-        sys.exit(1)
-    run_tests([test_demo_balances_both_paths_and_cleans_up, test_demo_interrupted_removes_everything])

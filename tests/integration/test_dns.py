@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Real DNS software end to end through ferry. Three namespaces: client -- ferry gateway (two
 2-queue veth ports) -- backends (three dnsmasq, each on one IPv4 and one IPv6 address), IPv6 on
 and every veth with its default offloads, so the local stacks hand ferry UDP that carries only
@@ -13,10 +12,11 @@ import json
 import os
 import re
 import subprocess
+import sys
 import time
 
 from fastpath_lab import TX_CSUM, by_label, total, udp_snmp
-from harness import TestFailure, base_config, check, check_eq, run_tests, running, wait_until
+from harness import TestFailure, base_config, check, check_eq, running, wait_until
 from netns import Netns, sh, veth
 
 DNSMASQ = "/usr/sbin/dnsmasq"
@@ -76,7 +76,7 @@ class DnsLab:
             self.back.ip("route", "add", "default", "via", GW_BACK4)
             self.back.ip("-6", "route", "add", "default", "via", GW_BACK6)
             for ns, ifname in ((self.client, "c0"), (self.gw, "g0"), (self.gw, "g1"), (self.back, "b0")):
-                state = ns.run("python3", "-c", TX_CSUM, ifname).stdout.strip()
+                state = ns.run(sys.executable, "-c", TX_CSUM, ifname).stdout.strip()
                 check_eq(state, "1", f"transmit checksum offload of {ifname} (the veth default)")
         except Exception:
             self.close()
@@ -231,12 +231,12 @@ def serving(w):
         lab.close()
 
 
-def first_udp_query_of_a_new_client_is_answered(w):
+def test_first_udp_query_of_a_new_client_is_answered(workdir):
     """dig, one try with a 2 s timeout, from client addresses the gateway has never seen (no
     ping, no static neighbours, nothing sent before): the first case of each family is also the
     client namespace's first packet towards the gateway; the second a fresh address of a host the
     gateway link already carries."""
-    with serving(w) as (lab, d):
+    with serving(workdir) as (lab, d):
         results = []
         for vip, sources in ((VIP4, FRESH4), (VIP6, FRESH6)):
             for i, src in enumerate(sources):
@@ -303,12 +303,12 @@ print(json.dumps({"sent": count, "answered": len(answered),
 """
 
 
-def first_burst_of_a_new_client_is_answered_in_full(w):
+def test_first_burst_of_a_new_client_is_answered_in_full(workdir):
     """A client host the gateway already carries sends its first burst from a new address (600
     IPv4 datagrams, 300 IPv6, as fast as it can): the gateway has no MAC for it when the first
     answers come back from the backends, and holds them until it has, so every query is answered
     (with drop-on-miss a third to nearly all of such a burst was lost)."""
-    with serving(w) as (lab, d):
+    with serving(workdir) as (lab, d):
         results = []
         for source, vip, count in BURST:
             # The client host knows the gateway already (its main address asked before).
@@ -330,7 +330,7 @@ def first_burst_of_a_new_client_is_answered_in_full(w):
                 return out
             held0, drops0, kdrops0, over0 = (total(d, "ferry_xsk_neighbour_held_total"),
                                              drops_by_reason(d), kernel_drops(d), overflows())
-            r = lab.client.run("timeout", "60", "python3", "-c", BURST_SCRIPT, source, vip,
+            r = lab.client.run("timeout", "60", sys.executable, "-c", BURST_SCRIPT, source, vip,
                                str(count), check=False)
             check_eq(r.returncode, 0, f"burst from {source}: {r.stderr}")
             res = json.loads(r.stdout)
@@ -354,9 +354,9 @@ def first_burst_of_a_new_client_is_answered_in_full(w):
                  "no receiver saw a bad UDP checksum")
 
 
-def tcp_queries_are_proxied(w):
+def test_tcp_queries_are_proxied(workdir):
     """dig +tcp to both VIPs: answered by a backend through ferry's io_uring proxy."""
-    with serving(w) as (lab, d):
+    with serving(workdir) as (lab, d):
         for vip, src, service in ((VIP4, CLIENT4, "dns4"), (VIP6, CLIENT6, "dns6")):
             before = total(d, "ferry_proxy_connections_total", service=service)
             res = dig(lab.client, vip, src, "who.example.test", "TXT", tcp=True, time_s=3)
@@ -393,16 +393,16 @@ def dnsperf(lab, w, vip, src):
     return fig
 
 
-def dnsperf_loses_nothing_and_every_backend_serves(w):
+def test_dnsperf_loses_nothing_and_every_backend_serves(workdir):
     """dnsperf at a fixed rate against each VIP: every query answered, NOERROR, all three
     dnsmasq served, no checksum errors, and ferry's workers dropped nothing meanwhile."""
-    with serving(w) as (lab, d):
+    with serving(workdir) as (lab, d):
         failures = []
         for vip, src in ((VIP4, CLIENT4), (VIP6, CLIENT6)):
             drops0, kdrops0, csum0 = drops_by_reason(d), kernel_drops(d), checksum_report(lab)
             fp0 = fastpath_figures(d)
             logged0 = lab.queries_by_backend()
-            fig = dnsperf(lab, w, vip, src)
+            fig = dnsperf(lab, workdir, vip, src)
             # dnsmasq logs a query as it answers it: await every completed one in the logs.
             wait_until(lambda: sum(diff(lab.queries_by_backend(), logged0).values())
                        >= fig["completed"], 10, "dnsmasq's log lines of the answered queries")
@@ -434,9 +434,3 @@ def dnsperf_loses_nothing_and_every_backend_serves(w):
                                 f"{fig['completed']} answers")
         print(f"ferry drops by reason at the end: {drops_by_reason(d)}", flush=True)
         check(not failures, "; ".join(failures))
-
-
-if __name__ == "__main__":
-    run_tests([first_udp_query_of_a_new_client_is_answered,
-               first_burst_of_a_new_client_is_answered_in_full, tcp_queries_are_proxied,
-               dnsperf_loses_nothing_and_every_backend_serves])

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """The AF_XDP fast path end to end. Three namespaces: client -- ferry gateway (two 2-queue veth
 ports, ferryd's workers between them) -- backends (3 UDP echo servers and a sink), the senders'
 veths with their default offloads, so the client's and the backends' stacks send UDP with only the
@@ -9,11 +8,12 @@ checksum (Udp InCsumErrors stay 0); TCP and ICMP still go through the kernel, ev
 and every datagram are accounted for after 1M packets, a reload that removes a backend moves only
 its flows, and SIGKILL leaves nothing behind."""
 import os
+import sys
 import time
 
 from fastpath_lab import (BACKENDS, CLIENT, PORT, SINK, SINK_SCRIPT, VIP, Lab, fastpath_config,
                           frames_by_queue, partial_udp_checksum, quiescent, total)
-from harness import SOURCE_ROOT, check, check_eq, ok, run_tests, running, wait_until
+from harness import SOURCE_ROOT, check, check_eq, ok, running, wait_until
 from netns import xdp_attached
 
 
@@ -69,7 +69,7 @@ def check_routes(lab, d):
             f"s.bind(('{CLIENT}', 24000))\n"
             "for i in range(40):\n s.sendto(b'routed %03d ' % i + b'r' * 200, "
             f"('{SINK}', 9999)); time.sleep(0.01)\n")
-    lab.client.run("python3", "-c", send)
+    lab.client.run(sys.executable, "-c", send)
     out, _ = sink.communicate(timeout=20)
     got = [l.split() for l in out.splitlines() if l and l[0].isdigit()]
     check_no_csum_errors(lab, "routing", f"({len(got)} of 40 datagrams at the sink's socket)")
@@ -83,53 +83,46 @@ def check_routes(lab, d):
     check(total(d, "ferry_xsk_tx_packets_total", iface="g1") - tx_before >= len(got), "sent by ferry")
 
 
-def balances_udp_across_three_backends_with_vip_replies(w):
+def test_balances_udp_across_three_backends_with_vip_replies(workdir, fastpath_lab):
     """Default lab: the client's and the backends' stacks send what a local stack sends over veth
     (transmit checksum offload on: the pseudo-header sum only), and ferry's rewrites must leave
     checksums the receivers accept."""
-    lab = Lab()
-    try:
-        lab.start_echo(w)
-        with running(w, fastpath_config(w), netns=lab.gw.name) as d:
-            check_balances(lab, d, "bal")
-            check(finished_partial(d) >= 180, "the requests' and replies' partial checksums were "
-                  f"finished: {finished_partial(d)}")
-            status = ok(d.request("status"))["xdp"]
-            for iface in status["interfaces"]:
-                check_eq((iface["xsk_mode"], iface["xsk_queues"]), ("copy", "0,1"),
-                         f"{iface['name']} bind info")
-            check_eq(status["fastpath"]["workers"], 2, "workers in status")
-            with open(os.path.join(SOURCE_ROOT, "docs", "metrics.md")) as f:
-                doc = f.read()
-            families = [f["name"] for f in ok(d.request("stats"))["metrics"]]
-            missing = [f for f in families if f"`{f}`" not in doc]
-            check(not missing, f"families missing from docs/metrics.md: {missing}")
-            rows = [r for r in ok(d.request("workers"))["workers"] if r["kind"] == "xdp"]
-            check_eq(sorted(r["name"] for r in rows), ["xdp-0", "xdp-1"], "worker rows")
-            check(all(r["alive"] and r["ports"] == "g0,g1" for r in rows), f"rows {rows}")
-    finally:
-        lab.close()
+    lab = fastpath_lab
+    with running(workdir, fastpath_config(workdir), netns=lab.gw.name) as d:
+        check_balances(lab, d, "bal")
+        check(finished_partial(d) >= 180, "the requests' and replies' partial checksums were "
+              f"finished: {finished_partial(d)}")
+        status = ok(d.request("status"))["xdp"]
+        for iface in status["interfaces"]:
+            check_eq((iface["xsk_mode"], iface["xsk_queues"]), ("copy", "0,1"),
+                     f"{iface['name']} bind info")
+        check_eq(status["fastpath"]["workers"], 2, "workers in status")
+        with open(os.path.join(SOURCE_ROOT, "docs", "metrics.md")) as f:
+            doc = f.read()
+        families = [f["name"] for f in ok(d.request("stats"))["metrics"]]
+        missing = [f for f in families if f"`{f}`" not in doc]
+        check(not missing, f"families missing from docs/metrics.md: {missing}")
+        rows = [r for r in ok(d.request("workers"))["workers"] if r["kind"] == "xdp"]
+        check_eq(sorted(r["name"] for r in rows), ["xdp-0", "xdp-1"], "worker rows")
+        check(all(r["alive"] and r["ports"] == "g0,g1" for r in rows), f"rows {rows}")
 
 
-def routes_udp_with_ttl_decremented(w):
-    lab = Lab()
-    try:
-        with running(w, fastpath_config(w), netns=lab.gw.name) as d:
-            check_routes(lab, d)
-            check(finished_partial(d) >= 30, f"partial checksums finished: {finished_partial(d)}")
-    finally:
-        lab.close()
+def test_routes_udp_with_ttl_decremented(workdir, fastpath_lab):
+    lab = fastpath_lab
+    with running(workdir, fastpath_config(workdir), netns=lab.gw.name) as d:
+        check_routes(lab, d)
+        check(finished_partial(d) >= 30, f"partial checksums finished: {finished_partial(d)}")
 
 
-def balances_and_routes_full_checksums_from_senders_without_offload(w):
+def test_balances_and_routes_full_checksums_from_senders_without_offload(workdir):
     """The one lab variant with transmit checksum offload off on the senders (c0, b0): their
     frames carry full checksums, as frames from a real NIC do, so ferry's incremental update of
     a complete checksum is what the receivers check here. The same balance and route checks."""
     lab = Lab(tx_checksum_offload=False)
     try:
         check_eq(lab.sender_tx_csum, {"c0": 0, "b0": 0}, "offload off on the senders")
-        lab.start_echo(w)
-        with running(w, fastpath_config(w), netns=lab.gw.name) as d:
+        lab.start_echo(workdir)
+        with running(workdir, fastpath_config(workdir), netns=lab.gw.name) as d:
             check_balances(lab, d, "full")
             check_routes(lab, d)
             check_eq(finished_partial(d), 0, "no checksum to finish: the incremental path carried all")
@@ -137,28 +130,25 @@ def balances_and_routes_full_checksums_from_senders_without_offload(w):
         lab.close()
 
 
-def tcp_and_icmp_still_go_through_the_kernel(w):
-    lab = Lab()
-    try:
-        with running(w, fastpath_config(w), netns=lab.gw.name) as d:
-            passed = total(d, "ferry_xdp_packets_total", action="pass")
-            r = lab.client.run("ping", "-c", "3", "-i", "0.2", "-W", "2", BACKENDS[1], check=False)
-            check_eq(r.returncode, 0, f"ping across the gateway: {r.stdout}")
-            r = lab.client.run("ping", "-c", "2", "-i", "0.2", "-W", "2", "10.10.1.1", check=False)
-            check_eq(r.returncode, 0, f"ping the gateway: {r.stdout}")
-            server = lab.spawn(lab.back, "import socket\ns=socket.socket()\n"
-                               f"s.bind(('{BACKENDS[0]}',7000));s.listen()\nprint('ready',flush=True)\n"
-                               "c,_=s.accept();c.sendall(c.recv(100)[::-1])")
-            check_eq(server.stdout.readline().strip(), "ready", "tcp server")
-            r = lab.client.run("python3", "-c", "import socket\n"
-                               f"s=socket.create_connection(('{BACKENDS[0]}',7000),timeout=5)\n"
-                               "s.sendall(b'through the kernel');print(s.recv(100).decode())")
-            check_eq(r.stdout.strip(), "lenrek eht hguorht", "TCP echo forwarded by the kernel")
-            check(total(d, "ferry_xdp_packets_total", action="pass") >= passed + 10,
-                  "ICMP and TCP were passed to the kernel")
-            check_eq(total(d, "ferry_xsk_rx_packets_total"), 0, "nothing of it reached AF_XDP")
-    finally:
-        lab.close()
+def test_tcp_and_icmp_still_go_through_the_kernel(workdir, fastpath_lab):
+    lab = fastpath_lab
+    with running(workdir, fastpath_config(workdir), netns=lab.gw.name) as d:
+        passed = total(d, "ferry_xdp_packets_total", action="pass")
+        r = lab.client.run("ping", "-c", "3", "-i", "0.2", "-W", "2", BACKENDS[1], check=False)
+        check_eq(r.returncode, 0, f"ping across the gateway: {r.stdout}")
+        r = lab.client.run("ping", "-c", "2", "-i", "0.2", "-W", "2", "10.10.1.1", check=False)
+        check_eq(r.returncode, 0, f"ping the gateway: {r.stdout}")
+        server = lab.spawn(lab.back, "import socket\ns=socket.socket()\n"
+                           f"s.bind(('{BACKENDS[0]}',7000));s.listen()\nprint('ready',flush=True)\n"
+                           "c,_=s.accept();c.sendall(c.recv(100)[::-1])")
+        check_eq(server.stdout.readline().strip(), "ready", "tcp server")
+        r = lab.client.run(sys.executable, "-c", "import socket\n"
+                           f"s=socket.create_connection(('{BACKENDS[0]}',7000),timeout=5)\n"
+                           "s.sendall(b'through the kernel');print(s.recv(100).decode())")
+        check_eq(r.stdout.strip(), "lenrek eht hguorht", "TCP echo forwarded by the kernel")
+        check(total(d, "ferry_xdp_packets_total", action="pass") >= passed + 10,
+              "ICMP and TCP were passed to the kernel")
+        check_eq(total(d, "ferry_xsk_rx_packets_total"), 0, "nothing of it reached AF_XDP")
 
 
 BLAST_PACKETS = 1_000_000
@@ -174,23 +164,23 @@ TRAFGEN_CONF = """{{ eth(da={gw_mac}, sa={client_mac}),
 """
 
 
-def frames_are_conserved_after_a_million_packets(w):
+def test_frames_are_conserved_after_a_million_packets(workdir):
     """1M datagrams through the balance path: afterwards every slab's frames are accounted for,
     none twice, and what the backends' interface received plus every drop counter on the way
     (ferry's workers, the AF_XDP sockets, the veths) is exactly what the generator sent."""
     lab = Lab(static_neighbours=True)
     try:
-        lab.start_echo(w)
+        lab.start_echo(workdir)
         # Rings and slabs four times the other tests': a shared 2-CPU machine can hold a worker
         # off its CPU for milliseconds, and 2048 frames on the fill ring last 20 ms at this rate.
-        cfg = fastpath_config(w)
+        cfg = fastpath_config(workdir)
         cfg["xdp"]["umem"]["frames"] = 16384
         cfg["xdp"]["rings"] = {"fill": 2048, "completion": 2048, "rx": 2048, "tx": 2048}
-        with running(w, cfg, netns=lab.gw.name) as d:
+        with running(workdir, cfg, netns=lab.gw.name) as d:
             res = lab.converse("warm", flows=6, rounds=1)
             check_eq((res["ok"], res["lost"]), (6, 0), f"serving before the blast {res}")
             quiescent(d)
-            conf = w.file("blast.trafgen")
+            conf = workdir.file("blast.trafgen")
             with open(conf, "w") as f:
                 f.write(TRAFGEN_CONF.format(gw_mac=lab.mac["g0"], client_mac=lab.mac["c0"],
                                             client=CLIENT, vip=VIP, port=PORT,
@@ -257,20 +247,20 @@ def frames_are_conserved_after_a_million_packets(w):
         lab.close()
 
 
-def frames_for_a_next_hop_that_never_answers_are_held_then_dropped(w):
+def test_frames_for_a_next_hop_that_never_answers_are_held_then_dropped(workdir, fastpath_lab):
     """A routed prefix behind a gateway address nobody has: ferry holds the datagrams while it
     asks the kernel to resolve the gateway, then drops them as neighbour_timeout, no sooner than
     a second after they came; every frame is back in its slab after."""
-    lab = Lab()
+    lab = fastpath_lab
+    lab.gw.ip("route", "add", "10.10.5.0/24", "via", "10.10.2.99", "dev", "g1")
     try:
-        lab.gw.ip("route", "add", "10.10.5.0/24", "via", "10.10.2.99", "dev", "g1")
-        cfg = fastpath_config(w)
+        cfg = fastpath_config(workdir)
         cfg["routes"].append({"prefix": "10.10.5.0/24", "via": "g1"})
-        with running(w, cfg, netns=lab.gw.name) as d:
+        with running(workdir, cfg, netns=lab.gw.name) as d:
             send = ("import socket\ns=socket.socket(socket.AF_INET,socket.SOCK_DGRAM)\n"
                     "for i in range(20):\n s.sendto(b'nowhere %03d' % i, ('10.10.5.5', 9999))\n")
             started = time.monotonic()
-            lab.client.run("python3", "-c", send)
+            lab.client.run(sys.executable, "-c", send)
             wait_until(lambda: total(d, "ferry_xsk_neighbour_held_total") == 20, 10,
                        "20 datagrams held for 10.10.2.99")
             wait_until(lambda: total(d, "ferry_xsk_drops_total", reason="neighbour_timeout") == 20,
@@ -291,67 +281,46 @@ def frames_for_a_next_hop_that_never_answers_are_held_then_dropped(w):
                 return all(frames[q].get("hands") == 0 and sum(frames[q].values()) == slabs[q]
                            for q in slabs)
             wait_until(conserved, 10, "every slab whole, nothing in the workers' hands")
-    finally:
-        lab.close()
+    finally:  # the lab is the next test's too
+        lab.gw.ip("route", "del", "10.10.5.0/24")
 
 
-def reload_removing_a_backend_moves_only_its_flows(w):
-    lab = Lab()
-    try:
-        lab.start_echo(w)
-        cfg = fastpath_config(w)
-        with running(w, cfg, netns=lab.gw.name) as d:
-            res = lab.converse("before", flows=60, rounds=1, base=30000)
-            check_eq(res["ok"], 60, f"before the reload {res}")
-            before = {p: next(iter(b)) for p, b in lab.echoed("before").items()}
-            generation = ok(d.request("status"))["xdp"]["fastpath"]["table_generation"]
-            w.write_config(fastpath_config(w, BACKENDS[:2]))
-            ok(d.request("reload"), "reload removing 10.10.2.4")
-            check(xdp_attached(lab.gw, "g0") and xdp_attached(lab.gw, "g1"), "program stays attached")
-            status = ok(d.request("status"))["xdp"]["fastpath"]
-            check(status["table_generation"] > generation, "new tables published")
-            check_eq(status["workers"], 2, "the same workers")
-            res = lab.converse("after", flows=60, rounds=1, base=30000)
-            check_eq(res["ok"], 60, f"after the reload {res}")
-            after = {p: next(iter(b)) for p, b in lab.echoed("after").items()}
-            moved = [p for p in before if before[p] != after[p]]
-            removed = [p for p in before if before[p] == BACKENDS[2]]
-            check(removed, "some flows were on the removed backend")
-            check_eq(sorted(moved), sorted(removed), "only the removed backend's flows moved")
-            check(BACKENDS[2] not in after.values(), "nothing goes to the removed backend")
-    finally:
-        lab.close()
+def test_reload_removing_a_backend_moves_only_its_flows(workdir, fastpath_lab):
+    lab = fastpath_lab
+    cfg = fastpath_config(workdir)
+    with running(workdir, cfg, netns=lab.gw.name) as d:
+        res = lab.converse("before", flows=60, rounds=1, base=30000)
+        check_eq(res["ok"], 60, f"before the reload {res}")
+        before = {p: next(iter(b)) for p, b in lab.echoed("before").items()}
+        generation = ok(d.request("status"))["xdp"]["fastpath"]["table_generation"]
+        workdir.write_config(fastpath_config(workdir, BACKENDS[:2]))
+        ok(d.request("reload"), "reload removing 10.10.2.4")
+        check(xdp_attached(lab.gw, "g0") and xdp_attached(lab.gw, "g1"), "program stays attached")
+        status = ok(d.request("status"))["xdp"]["fastpath"]
+        check(status["table_generation"] > generation, "new tables published")
+        check_eq(status["workers"], 2, "the same workers")
+        res = lab.converse("after", flows=60, rounds=1, base=30000)
+        check_eq(res["ok"], 60, f"after the reload {res}")
+        after = {p: next(iter(b)) for p, b in lab.echoed("after").items()}
+        moved = [p for p in before if before[p] != after[p]]
+        removed = [p for p in before if before[p] == BACKENDS[2]]
+        check(removed, "some flows were on the removed backend")
+        check_eq(sorted(moved), sorted(removed), "only the removed backend's flows moved")
+        check(BACKENDS[2] not in after.values(), "nothing goes to the removed backend")
 
 
-def sigkill_leaves_no_program_and_restart_works(w):
-    lab = Lab()
-    try:
-        lab.start_echo(w)
-        cfg = fastpath_config(w)
-        with running(w, cfg, netns=lab.gw.name) as d:
-            check(lab.converse("first", flows=4, rounds=1)["ok"] == 4, "serving")
-            d.kill()
-            wait_until(lambda: not xdp_attached(lab.gw, "g0") and not xdp_attached(lab.gw, "g1"),
-                       5, "the kernel to release the bpf_links")
-            ss = lab.gw.run("ss", "--xdp", "-a", "-n").stdout
-            check_eq(ss.count("\n"), 1, f"no AF_XDP socket left: {ss}")
-        with running(w, cfg, netns=lab.gw.name, name="second") as d2:
-            res = lab.converse("second", flows=10, rounds=2)
-            check_eq((res["ok"], res["lost"]), (20, 0), f"second daemon serves {res}")
-            check_eq(d2.stop(), 0, "graceful exit")
-            check(not xdp_attached(lab.gw, "g0"), "detached after SIGTERM")
-    finally:
-        lab.close()
-
-
-if __name__ == "__main__":
-    run_tests([
-        balances_udp_across_three_backends_with_vip_replies,
-        routes_udp_with_ttl_decremented,
-        balances_and_routes_full_checksums_from_senders_without_offload,
-        tcp_and_icmp_still_go_through_the_kernel,
-        frames_are_conserved_after_a_million_packets,
-        frames_for_a_next_hop_that_never_answers_are_held_then_dropped,
-        reload_removing_a_backend_moves_only_its_flows,
-        sigkill_leaves_no_program_and_restart_works,
-    ])
+def test_sigkill_leaves_no_program_and_restart_works(workdir, fastpath_lab):
+    lab = fastpath_lab
+    cfg = fastpath_config(workdir)
+    with running(workdir, cfg, netns=lab.gw.name) as d:
+        check(lab.converse("first", flows=4, rounds=1)["ok"] == 4, "serving")
+        d.kill()
+        wait_until(lambda: not xdp_attached(lab.gw, "g0") and not xdp_attached(lab.gw, "g1"),
+                   5, "the kernel to release the bpf_links")
+        ss = lab.gw.run("ss", "--xdp", "-a", "-n").stdout
+        check_eq(ss.count("\n"), 1, f"no AF_XDP socket left: {ss}")
+    with running(workdir, cfg, netns=lab.gw.name, name="second") as d2:
+        res = lab.converse("second", flows=10, rounds=2)
+        check_eq((res["ok"], res["lost"]), (20, 0), f"second daemon serves {res}")
+        check_eq(d2.stop(), 0, "graceful exit")
+        check(not xdp_attached(lab.gw, "g0"), "detached after SIGTERM")

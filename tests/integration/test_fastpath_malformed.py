@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """A barrage of malformed and unusual frames, sent raw (AF_PACKET) from the client namespace to the
 service VIP and to the routed prefix: every class moves exactly the counters it should (XDP
 malformed / fragment / pass / redirect, the workers' malformed drops, the kernel's AF_XDP drops,
@@ -10,7 +9,7 @@ import time
 
 from fastpath_lab import (BACKENDS, CLIENT, PORT, SINK, SINK_PORT, SINK_SCRIPT, VIP, Lab,
                           check_conserved, fastpath_config, inside)
-from harness import TestFailure, check, check_eq, ok, run_tests, running, wait_until
+from harness import TestFailure, check, check_eq, ok, running, wait_until
 
 FRAMES_PER_DESTINATION = 8
 # UMEM frames of 2048 bytes hold 2048 - 256 (XDP headroom) bytes of a received frame; the client's
@@ -280,18 +279,18 @@ class Barrage:
             return sum(1 for line in f if "ipopt" in line and line.startswith("63 "))
 
 
-def malformed_frames_are_counted_by_class_and_harm_nothing(w):
+def test_malformed_frames_are_counted_by_class_and_harm_nothing(workdir):
     lab = Lab(mtu=LAB_MTU, static_neighbours=True)
     barrage = None
     try:
         # No reassembly timeout in the receivers' namespace may answer the first fragments with an
         # ICMP error while the test counts frames.
         lab.back.run("sysctl", "-qw", "net.ipv4.ipfrag_time=600")
-        lab.start_echo(w)
-        sink_log = w.file("sink.log")
+        lab.start_echo(workdir)
+        sink_log = workdir.file("sink.log")
         lab.spawn(lab.back, SINK_SCRIPT, SINK, str(SINK_PORT), "600", log=sink_log)
         wait_until(lambda: "ready" in open(sink_log).read(), 10, "sink")
-        with running(w, fastpath_config(w, frame_bytes=FRAME_BYTES), netns=lab.gw.name) as d:
+        with running(workdir, fastpath_config(workdir, frame_bytes=FRAME_BYTES), netns=lab.gw.name) as d:
             res = lab.converse("before", flows=6, rounds=1)
             check_eq((res["ok"], res["lost"]), (6, 0), f"serving before the barrage {res}")
             barrage = Barrage(lab, d, sink_log)
@@ -307,7 +306,3 @@ def malformed_frames_are_counted_by_class_and_harm_nothing(w):
         if barrage:
             barrage.close()
         lab.close()
-
-
-if __name__ == "__main__":
-    run_tests([malformed_frames_are_counted_by_class_and_harm_nothing])

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Faults with the real daemon serving UDP (the fast-path lab, XDP + AF_XDP) and TCP (a proxy
 service on the gateway namespace's loopback) at once: SIGKILL under load and a restart, a lab
 interface deleted and re-created (served again without a reload, and with one), a reload every
@@ -8,12 +7,13 @@ import contextlib
 import json
 import os
 import signal
+import sys
 import threading
 import time
 
 from fastpath_lab import (BACKENDS, CLIENT, GATEWAY_BACKEND_SIDE, PORT, SINK, VIP, Lab,
                           fastpath_config, frames_by_queue, inside, quiescent, samples, total)
-from harness import Daemon, check, check_eq, ok, run_tests, running, wait_until
+from harness import Daemon, check, check_eq, ok, running, wait_until
 from netns import veth, xdp_attached
 from proxy_peers import Backend, BlockingClient, proxy_service
 
@@ -150,11 +150,11 @@ def check_serving(rig, tag):
     c.finish()
 
 
-def sigkill_under_load_then_restart_serves_within_2s(w):
-    rig = Rig(w)
+def test_sigkill_under_load_then_restart_serves_within_2s(workdir):
+    rig = Rig(workdir)
     try:
-        cfg_path = w.write_config(rig.config())
-        first = Daemon(w, cfg_path, netns=rig.lab.gw.name, name="first")
+        cfg_path = workdir.write_config(rig.config())
+        first = Daemon(workdir, cfg_path, netns=rig.lab.gw.name, name="first")
         try:
             first.wait_ready()
             check_serving(rig, "warm")
@@ -187,7 +187,7 @@ def sigkill_under_load_then_restart_serves_within_2s(w):
                 except (OSError, AssertionError):
                     time.sleep(0.02)
         started = time.time()
-        second = Daemon(w, cfg_path, netns=rig.lab.gw.name, name="second")
+        second = Daemon(workdir, cfg_path, netns=rig.lab.gw.name, name="second")
         try:
             prober = threading.Thread(target=tcp_probe)
             prober.start()
@@ -260,12 +260,12 @@ def recreate_g1_and_restart_echo(rig, w, echo_procs):
     rig.lab.start_echo(w)
 
 
-def interface_deleted_under_load_is_served_again_when_it_returns(w):
+def test_interface_deleted_under_load_is_served_again_when_it_returns(workdir):
     """No reload: the link watch logs the deletion once, and re-attaches XDP and re-binds the
     AF_XDP sockets by itself when an interface named g1 is up again."""
-    rig = Rig(w)
+    rig = Rig(workdir)
     try:
-        with running(w, rig.config(), netns=rig.lab.gw.name) as d:
+        with running(workdir, rig.config(), netns=rig.lab.gw.name) as d:
             check_serving(rig, "before")
             echo_procs = list(rig.lab.procs)
             rig.start_loads()
@@ -276,9 +276,9 @@ def interface_deleted_under_load_is_served_again_when_it_returns(w):
             for q, terms in frames.items():
                 check_eq(sum(terms.values()), slabs[q], f"queue {q} conserved while g1 is gone")
             started = time.monotonic()
-            recreate_g1_and_restart_echo(rig, w, echo_procs)
+            recreate_g1_and_restart_echo(rig, workdir, echo_procs)
             restored = time.monotonic()
-            r = rig.lab.client.run("python3", "-c", UDP_PROBE, VIP, str(PORT), CLIENT, "5")
+            r = rig.lab.client.run(sys.executable, "-c", UDP_PROBE, VIP, str(PORT), CLIENT, "5")
             check(r.stdout.strip(), f"UDP answered within 5 s of g1's return:\n{d.log()}")
             answered = time.monotonic()
             print(f"  g1, its addresses and the echo servers back in {restored - started:.2f} s; "
@@ -302,13 +302,13 @@ def interface_deleted_under_load_is_served_again_when_it_returns(w):
         rig.close()
 
 
-def interface_deleted_keeps_daemon_up_and_reload_serves_again(w):
+def test_interface_deleted_keeps_daemon_up_and_reload_serves_again(workdir):
     """The reload route: a reload while g1 is gone is rejected before it touches the running fast
     path; one right after g1 is re-created serves again (whether it or the link watch re-binds
     first, the other finds the sockets bound and keeps them)."""
-    rig = Rig(w)
+    rig = Rig(workdir)
     try:
-        with running(w, rig.config(), netns=rig.lab.gw.name) as d:
+        with running(workdir, rig.config(), netns=rig.lab.gw.name) as d:
             check_serving(rig, "before")
             delete_g1_and_check_reported(rig, d)
             r = d.request("reload")
@@ -317,7 +317,7 @@ def interface_deleted_keeps_daemon_up_and_reload_serves_again(w):
             check("fastpath" in ok(d.request("status"))["xdp"], "the running fast path kept")
             check_eq(interface_report(d), ({"g0": True, "g1": False}, {"g0": 1, "g1": 0}),
                      "g0 still attached after the rejected reload")
-            recreate_g1_and_restart_echo(rig, w, list(rig.lab.procs))
+            recreate_g1_and_restart_echo(rig, workdir, list(rig.lab.procs))
             ok(d.request("reload"), "reload after re-creating g1")
             wait_until(lambda: xdp_attached(rig.lab.gw, "g1"), 5, "program back on g1")
             check_eq(interface_report(d), ({"g0": True, "g1": True}, {"g0": 1, "g1": 1}),
@@ -334,13 +334,13 @@ def interface_deleted_keeps_daemon_up_and_reload_serves_again(w):
         rig.close()
 
 
-def reload_every_100ms_under_load_drops_nothing_and_leaks_nothing(w, seconds=12.0):
-    rig = Rig(w, tcp_backends=2)
+def test_reload_every_100ms_under_load_drops_nothing_and_leaks_nothing(workdir, seconds=12.0):
+    rig = Rig(workdir, tcp_backends=2)
     try:
         other = [rig.tcp[1].endpoint()]
         both = other + [rig.tcp[0].endpoint()]
         cfg = rig.config(other_backends=other)
-        with running(w, cfg, netns=rig.lab.gw.name) as d:
+        with running(workdir, cfg, netns=rig.lab.gw.name) as d:
             check_serving(rig, "warm")
             time.sleep(0.3)
             fds_before = fd_count(d.proc.pid)
@@ -353,7 +353,7 @@ def reload_every_100ms_under_load_drops_nothing_and_leaks_nothing(w, seconds=12.
             while time.monotonic() < deadline:
                 # Only service "other" changes: "web" and "echo" must not notice.
                 other_cfg = rig.config(other_backends=other if reloads % 2 else both)
-                w.write_config(other_cfg)
+                workdir.write_config(other_cfg)
                 r = d.request("reload")
                 check(r.get("ok"), f"reload {reloads}: {r}")
                 reloads += 1
@@ -378,14 +378,14 @@ def reload_every_100ms_under_load_drops_nothing_and_leaks_nothing(w, seconds=12.
         rig.close()
 
 
-def all_udp_backends_down_drops_counted_as_no_backend(w):
+def test_all_udp_backends_down_drops_counted_as_no_backend(workdir):
     """No TCP listener on any backend: the health checks mark all three down, and every datagram
     to the service is dropped and counted as no_backend (the TCP side of "all backends down" is
     test_proxy_faults.py's all_backends_down_resets_client_and_counts_failed)."""
-    rig = Rig(w)
+    rig = Rig(workdir)
     try:
         health = {"interval_ms": 200, "timeout_ms": 150, "rise": 2, "fall": 2}
-        with running(w, rig.config(health=health), netns=rig.lab.gw.name) as d:
+        with running(workdir, rig.config(health=health), netns=rig.lab.gw.name) as d:
             def all_down():
                 up = ok(d.request("stats", {"prefix": "ferry_backend_up"}))["metrics"][0]["samples"]
                 echo = [s["value"] for s in up if s["labels"]["service"] == "echo"]
@@ -393,7 +393,7 @@ def all_udp_backends_down_drops_counted_as_no_backend(w):
             wait_until(all_down, 5, "every UDP backend marked down")
             before = total(d, "ferry_xsk_drops_total", reason="no_backend")
             count = 300
-            rig.lab.client.run("python3", "-c",
+            rig.lab.client.run(sys.executable, "-c",
                                "import socket,time\ns=socket.socket(socket.AF_INET,socket.SOCK_DGRAM)\n"
                                f"for i in range({count}):\n s.sendto(b'blast'+bytes(40),('{VIP}',{PORT}))\n"
                                " time.sleep(0.001)\n")
@@ -406,13 +406,3 @@ def all_udp_backends_down_drops_counted_as_no_backend(w):
             c.finish()
     finally:
         rig.close()
-
-
-if __name__ == "__main__":
-    run_tests([
-        sigkill_under_load_then_restart_serves_within_2s,
-        interface_deleted_under_load_is_served_again_when_it_returns,
-        interface_deleted_keeps_daemon_up_and_reload_serves_again,
-        reload_every_100ms_under_load_drops_nothing_and_leaks_nothing,
-        all_udp_backends_down_drops_counted_as_no_backend,
-    ])

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """The first burst of a brand-new client (issue 23), in the lab of burst_lab.py: a client on a
 2-queue veth, ferry's gateway, three UDP echo backends behind it, VIPs on none of the gateway's
 subnets, IPv4 and IPv6, default offloads, a fresh ferryd with nothing sent before, and busy loops on
@@ -14,7 +13,7 @@ import time
 from burst_lab import (CLIENT4, CLIENT6, STATES, BurstLab, Deaf, Hogs, burst_config,
                        client_knows_gateway, diff, neighbour_figures, state_first_contact)
 from fastpath_lab import by_label, total
-from harness import check, check_eq, run_tests, running, wait_until
+from harness import check, check_eq, running, wait_until
 
 COUNT = {"4": 600, "6": 300}
 
@@ -38,12 +37,12 @@ def unreleased(d):
             if v}
 
 
-def first_burst_is_answered_in_every_state_of_the_clients_entry(w):
+def test_first_burst_is_answered_in_every_state_of_the_clients_entry(workdir):
     addresses = client_addresses()
     lab = BurstLab(tag="fb", extra_clients=list(addresses.values()))
     try:
-        lab.start_echo(w.file("echo.log"))
-        with Hogs(seconds=240), running(w, burst_config(w), netns=lab.gw.name) as d:
+        lab.start_echo(workdir.file("echo.log"))
+        with Hogs(seconds=240), running(workdir, burst_config(workdir), netns=lab.gw.name) as d:
             results = []
             for family in COUNT:
                 for state in STATES:
@@ -73,12 +72,12 @@ def first_burst_is_answered_in_every_state_of_the_clients_entry(w):
         lab.close()
 
 
-def a_next_hop_whose_hold_ran_out_is_resolved_afresh(w):
+def test_a_next_hop_whose_hold_ran_out_is_resolved_afresh(workdir):
     addresses = {"4": "10.10.1.40", "6": "fd00:1::40"}
     lab = BurstLab(tag="fr", extra_clients=list(addresses.values()))
     try:
-        lab.start_echo(w.file("echo.log"))
-        with Hogs(seconds=120), running(w, burst_config(w), netns=lab.gw.name) as d:
+        lab.start_echo(workdir.file("echo.log"))
+        with Hogs(seconds=120), running(workdir, burst_config(workdir), netns=lab.gw.name) as d:
             for family, address in addresses.items():
                 client_knows_gateway(lab, address)
                 timeouts0 = total(d, "ferry_xsk_drops_total", reason="neighbour_timeout")
@@ -118,8 +117,3 @@ def a_next_hop_whose_hold_ran_out_is_resolved_afresh(w):
                   f"the only unreleased frames ran out waiting: {unreleased(d)}")
     finally:
         lab.close()
-
-
-if __name__ == "__main__":
-    run_tests([first_burst_is_answered_in_every_state_of_the_clients_entry,
-               a_next_hop_whose_hold_ran_out_is_resolved_afresh])

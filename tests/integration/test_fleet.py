@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """A fleet of two ferry gateways behind a BGP router with ECMP (issue: announce VIPs as routes).
 The fleet lab (fleet_lab.py): a router namespace running BIRD with ECMP (merge paths, layer-4
 multipath hash) towards two gateway namespaces, each running ferryd (`announce` into table 100)
@@ -31,7 +30,7 @@ import time
 from fastpath_lab import total
 from fleet_lab import (BACKENDS, PROTO, TABLE, TCP_VIP, UDP_PORT, UDP_VIP, UPLINK, VIPS, FleetLab,
                        FlowClient, TcpClient, backend_of, gateway_config)
-from harness import FERRYCTL, FERRYD, Daemon, TestFailure, check, check_eq, ok, run_tests, wait_until
+from harness import FERRYD, Daemon, TestFailure, check, check_eq, ferryctl, ok, wait_until
 from netns import xdp_attached
 
 FLOWS = 64
@@ -232,8 +231,8 @@ def report(figures, w, key, value):
         json.dump(figures, f, indent=2)
 
 
-def fleet_ecmp_failover_health_and_restart(w):
-    lab = FleetLab(w)
+def test_fleet_ecmp_failover_health_and_restart(workdir):
+    lab = FleetLab(workdir)
     parts = Parts()
     figures = {"bgp_timers": "hold 3 s, keepalive 1 s, connect delay/retry 1 s, no BFD",
                "flows": FLOWS, "period_ms": PERIOD_S * 1000}
@@ -244,7 +243,7 @@ def fleet_ecmp_failover_health_and_restart(w):
         lab.start_backends()
         lab.start_birds()
         lab.await_sessions()
-        gws = {n: Gateway(lab, w, n) for n in (1, 2)}
+        gws = {n: Gateway(lab, workdir, n) for n in (1, 2)}
 
         # --- One gateway only: the baseline of every flow's backend.
         g1, g2 = gws[1], gws[2]
@@ -257,8 +256,8 @@ def fleet_ecmp_failover_health_and_restart(w):
             rows = g1.announce()
             check_eq({v: rows[v]["announced"] for v in VIPS}, {v: True for v in VIPS}, f"announce: {rows}")
             check_eq(g1.announced_metric(UDP_VIP), 1, "ferry_announce_vip_announced (UDP VIP)")
-        flows = FlowClient(lab, w, FLOWS, FLOW_BASE, PERIOD_S)
-        tcp = TcpClient(lab, w)
+        flows = FlowClient(lab, workdir, FLOWS, FLOW_BASE, PERIOD_S)
+        tcp = TcpClient(lab, workdir)
         wait_until(lambda: all(s.count(".") < len(s) for s in flows.dump()["flows"].values()), 10,
                    "a reply on every flow through gateway 1", interval=0.2)
         time.sleep(1.0)  # one second of replies through gateway 1 alone: the baseline
@@ -289,8 +288,9 @@ def fleet_ecmp_failover_health_and_restart(w):
             on = {n: sum(1 for g in udp_path.values() if g == n) for n in (1, 2)}
             sent = {n: tx1[n] - tx0[n] for n in (1, 2)}
             fp = {n: rx1[n] - rx0[n] for n in (1, 2)}
-            report(figures, w, "spread", {"flows_by_gateway (router's hash)": on,
-                                          "router_tx_packets_by_gateway": sent, "ferry_rx_on_ga": fp})
+            report(figures, workdir, "spread", {"flows_by_gateway (router's hash)": on,
+                                                "router_tx_packets_by_gateway": sent,
+                                                "ferry_rx_on_ga": fp})
             for n in (1, 2):
                 check(on[n] >= FLOWS // 4, f"gateway {n} carries at least a quarter of the flows: {on}")
                 check(fp[n] > 0, f"gateway {n}'s fast path took frames: {fp}")
@@ -327,7 +327,7 @@ def fleet_ecmp_failover_health_and_restart(w):
             fig = loss(mark, end, udp_path)
             fig.update(withdrawn_after_s={v: round(s, 3) for v, s in withdrawn_s.items()},
                        ferryd_exited_after_s=round(stop_s, 3))
-            report(figures, w, "sigterm", fig)
+            report(figures, workdir, "sigterm", fig)
             check(fig["max_loss_ms_per_flow"] < MAX_SIGTERM_LOSS_MS,
                   f"loss per flow under {MAX_SIGTERM_LOSS_MS} ms (the grace outlasts convergence)")
         probe = tcp.probe()
@@ -335,9 +335,10 @@ def fleet_ecmp_failover_health_and_restart(w):
         with parts.part("SIGTERM: TCP connections through gateway 1 lost, the others stay, new ones work"):
             lost = sorted(p for p, r in probe.items() if r != "ok")
             fresh = tcp.new(16, 36000)
-            report(figures, w, "sigterm_tcp", {"connections": TCP_CONNS, "through_gateway_1": len(through1),
-                                               "lost": len(lost), "how": sorted(set(probe[p] for p in lost)),
-                                               "new_connections_ok": sum(r == "ok" for r in fresh.values())})
+            report(figures, workdir, "sigterm_tcp",
+                   {"connections": TCP_CONNS, "through_gateway_1": len(through1), "lost": len(lost),
+                    "how": sorted(set(probe[p] for p in lost)),
+                    "new_connections_ok": sum(r == "ok" for r in fresh.values())})
             check_eq(lost, through1, "the TCP connections lost are exactly those through gateway 1")
             check_eq(set(fresh.values()), {"ok"}, f"new TCP connections through gateway 2: {fresh}")
 
@@ -347,16 +348,17 @@ def fleet_ecmp_failover_health_and_restart(w):
         check_eq(set(alone.values()), {"ok"}, f"TCP connections open through gateway 2 alone: {alone}")
 
         # --- Restart: announced again, the flows spread again.
-        restart_gateway(lab, gws, 1, flows, baseline, udp_path, parts, figures, w, "restart_after_sigterm")
+        restart_gateway(lab, gws, 1, flows, baseline, udp_path, parts, figures, workdir,
+                        "restart_after_sigterm")
         probe = tcp.probe()
         with parts.part("restart: TCP connections the hash moves to the joining gateway lost, others stay"):
             open_before = sorted(alone) + [p for p in opened if p not in through1]
             lost = sorted(p for p in open_before if probe[p] != "ok")
             fresh = tcp.new(16, 36200)
             on = lab.tcp_gateways()
-            report(figures, w, "restart_tcp", {"open_before": len(open_before), "lost": len(lost),
-                                               "how": sorted(set(probe[p] for p in lost)),
-                                               "still_open": len(open_before) - len(lost)})
+            report(figures, workdir, "restart_tcp", {"open_before": len(open_before), "lost": len(lost),
+                                                     "how": sorted(set(probe[p] for p in lost)),
+                                                     "still_open": len(open_before) - len(lost)})
             check_eq(sorted(p for p in open_before if probe[p] == "ok" and on.get(p) != 2), [],
                      "surviving connections all still on gateway 2")
             check(0 < len(lost) < len(open_before), f"some, not all, moved by the hash: {len(lost)}")
@@ -382,20 +384,22 @@ def fleet_ecmp_failover_health_and_restart(w):
             fig = loss(mark, end, udp_path)
             fig.update(withdraw_command_s=round(withdraw_s, 3),
                        router_converged_after_kill_s=round(converged_s, 3), xdp_attached_after_kill=xdp_left)
-            report(figures, w, "sigkill_withdraw", fig)
+            report(figures, workdir, "sigkill_withdraw", fig)
             check(fig["max_loss_ms_per_flow"] < MAX_LOSS_MS, f"loss per flow under {MAX_LOSS_MS} ms")
         probe = tcp.probe()
         through1 = sorted(p for p, g in tcp_path.items() if g == 1)
         with parts.part("SIGKILL: TCP connections through gateway 1 lost, the others stay, new ones work"):
             lost = sorted(p for p in opened if probe[p] != "ok")
             fresh = tcp.new(16, 38000)
-            report(figures, w, "sigkill_tcp", {"connections": TCP_CONNS, "through_gateway_1": len(through1),
-                                               "lost": len(lost), "how": sorted(set(probe[p] for p in lost)),
-                                               "new_connections_ok": sum(r == "ok" for r in fresh.values())})
+            report(figures, workdir, "sigkill_tcp",
+                   {"connections": TCP_CONNS, "through_gateway_1": len(through1), "lost": len(lost),
+                    "how": sorted(set(probe[p] for p in lost)),
+                    "new_connections_ok": sum(r == "ok" for r in fresh.values())})
             check_eq(lost, through1, "the TCP connections lost are exactly those through gateway 1")
             check_eq(set(fresh.values()), {"ok"}, f"new TCP connections through gateway 2: {fresh}")
 
-        restart_gateway(lab, gws, 1, flows, baseline, udp_path, parts, figures, w, "restart_after_sigkill")
+        restart_gateway(lab, gws, 1, flows, baseline, udp_path, parts, figures, workdir,
+                        "restart_after_sigkill")
 
         before_health = flows.dump()
         with parts.part("SIGTERM, SIGKILL, restarts: every flow on its baseline backend throughout"):
@@ -419,8 +423,7 @@ def fleet_ecmp_failover_health_and_restart(w):
             check_eq(g1.announced_metric(UDP_VIP), 0, "gateway 1: ferry_announce_vip_announced (UDP VIP)")
             check_eq(lab.announced_routes(1), [TCP_VIP], "gateway 1's table 100")
             print(f"  gateway 1 announce row for {UDP_VIP}: {rows[UDP_VIP]}", flush=True)
-            r = subprocess.run([FERRYCTL, "--socket", g1.daemon.socket_path, "--json", "announce"],
-                               capture_output=True, text=True, timeout=20)
+            r = ferryctl(g1.daemon, "--json", "announce")
             check_eq(r.returncode, 0, f"ferryctl announce: {r.stdout} {r.stderr}")
             cli = {v["vip"]: v for v in ok(json.loads(r.stdout), "ferryctl announce")["vips"]}
             check_eq((cli[UDP_VIP]["announced"], cli[TCP_VIP]["announced"]), (False, True),
@@ -445,7 +448,7 @@ def fleet_ecmp_failover_health_and_restart(w):
                        withdrawn_after_down_s=round(withdrawn_s, 3),
                        flows_moved_by_gateway_1_partial_view=len(transient),
                        gateway_1_flow_reassignments=total(g1.daemon, "ferry_xsk_flow_reassigned_total"))
-            report(figures, w, "health_withdraw", fig)
+            report(figures, workdir, "health_withdraw", fig)
             check(fig["max_loss_ms_per_flow"] < MAX_LOSS_MS, f"loss per flow under {MAX_LOSS_MS} ms")
         mark = flows.dump()
         lab.answer_health()
@@ -460,7 +463,7 @@ def fleet_ecmp_failover_health_and_restart(w):
             wrong = off_baseline(end, baseline, conv["seq"] + IN_FLIGHT)
             fig.update(flows_off_baseline_after_reannounce=len(wrong),
                        of_them_through_gateway_1=sum(1 for p in wrong if udp_path[p] == 1))
-            report(figures, w, "health_recovered", fig)
+            report(figures, workdir, "health_recovered", fig)
             check_eq(fig["datagrams_lost"], 0, "datagrams lost when gateway 1 announces again")
         # Fails while a re-announcing gateway keeps the flow entries of its degraded view (see
         # the module's docstring): a product issue, reported, not worked around here.
@@ -468,9 +471,9 @@ def fleet_ecmp_failover_health_and_restart(w):
             check_same_backends(end, baseline, "after gateway 1 announced again",
                                 since=conv["seq"] + IN_FLIGHT)
 
-        report(figures, w, "client", flows.dump()["stats"])
+        report(figures, workdir, "client", flows.dump()["stats"])
         figures["run_s"] = round(time.monotonic() - started, 1)
-        report(figures, w, "run_s", figures["run_s"])
+        report(figures, workdir, "run_s", figures["run_s"])
         parts.done()
     finally:
         for c in (flows, tcp):
@@ -505,7 +508,3 @@ def restart_gateway(lab, gws, n, flows, baseline, udp_path, parts, figures, w, k
         check_same_backends(end, baseline, key)
         check_eq(fig["datagrams_lost"], 0, f"{key}: datagrams lost")
     return fp
-
-
-if __name__ == "__main__":
-    run_tests([fleet_ecmp_failover_health_and_restart])

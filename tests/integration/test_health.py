@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Backend health checks on the real daemon. Loopback: a TCP backend that stops listening is
 shown down in metrics, `services` and `status` within interval*fall (+ slack) and up again within
 interval*rise after it listens again; a reload adds, keeps and drops checked backends. Netns (the
@@ -7,12 +6,11 @@ only its flows move; when it recovers the moved flows stay where they went (flow
 default) and new flows reach it again."""
 import re
 import socket
-import subprocess
 import threading
 import time
 
-from harness import (FERRYCTL, base_config, check, check_eq, http_get, metrics_endpoint, ok,
-                     run_tests, running, wait_until)
+from harness import (base_config, check, check_eq, http_get, metrics_endpoint, ok,
+                     ferryctl, running, wait_until)
 from test_fastpath import BACKENDS, PORT, Lab, fastpath_config
 
 INTERVAL_MS = 100
@@ -114,11 +112,11 @@ def wait_state(d, service, address, state, timeout):
                       timeout, f"{service} backend {address} {state}")
 
 
-def tcp_backend_down_and_up_shows_in_metrics_status_and_services(w):
+def test_tcp_backend_down_and_up_shows_in_metrics_status_and_services(workdir):
     a, b = TcpBackend(), TcpBackend()
     try:
-        cfg = base_config(w, services=[web_service([a, b])])
-        with running(w, cfg) as d:
+        cfg = base_config(workdir, services=[web_service([a, b])])
+        with running(workdir, cfg) as d:
             for x in (a, b):
                 wait_state(d, "web", x.endpoint, "up", INTERVAL_MS / 1000 * 2 + SLACK_S)
             values = scrape(d)
@@ -147,8 +145,7 @@ def tcp_backend_down_and_up_shows_in_metrics_status_and_services(w):
                          result="refused") >= FALL, "refused checks counted")
             status = ok(d.request("status"))["health"]
             check_eq((status["checked"], status["down"]), (2, 1), f"status.health {status}")
-            r = subprocess.run([FERRYCTL, "--socket", d.socket_path, "services"],
-                               capture_output=True, text=True, timeout=20)
+            r = ferryctl(d, "services")
             check(f"{a.endpoint}(down,connection refused)" in r.stdout and
                   f"{b.endpoint}(up)" in r.stdout and " tcp " in r.stdout,
                   f"ferryctl services:\n{r.stdout}")
@@ -176,19 +173,19 @@ def tcp_backend_down_and_up_shows_in_metrics_status_and_services(w):
         b.stop()
 
 
-def reload_adds_keeps_and_drops_checked_backends(w):
+def test_reload_adds_keeps_and_drops_checked_backends(workdir):
     a = TcpBackend()
     dead = free_port()  # nothing listens there
     try:
         svc = web_service([a])
-        cfg = base_config(w, services=[svc])
-        with running(w, cfg) as d:
+        cfg = base_config(workdir, services=[svc])
+        with running(workdir, cfg) as d:
             wait_state(d, "web", a.endpoint, "up", 2 + SLACK_S)
             checks_before = metric(scrape(d), "ferry_health_checks_total", service="web",
                                    backend=a.endpoint, result="ok")
             dead_ep = f"127.0.0.1:{dead}"
             svc["backends"] = [a.endpoint, dead_ep]
-            w.write_config(cfg)
+            workdir.write_config(cfg)
             ok(d.request("reload"), "reload adding a dead backend")
             wait_state(d, "web", dead_ep, "down", INTERVAL_MS / 1000 * FALL * 1.1 + SLACK_S)
             checks_after = metric(scrape(d), "ferry_health_checks_total", service="web",
@@ -197,7 +194,7 @@ def reload_adds_keeps_and_drops_checked_backends(w):
             check_eq(backend_rows(d, "web")[a.endpoint]["state"], "up", "kept backend")
 
             svc["backends"] = [a.endpoint]
-            w.write_config(cfg)
+            workdir.write_config(cfg)
             ok(d.request("reload"), "reload dropping it")
             values = scrape(d)
             check_eq(metric(values, "ferry_backend_up", service="web", backend=dead_ep), None,
@@ -208,11 +205,11 @@ def reload_adds_keeps_and_drops_checked_backends(w):
 
             # Health off for a service whose backend is down: unchecked, and up again.
             svc["backends"] = [a.endpoint, dead_ep]
-            w.write_config(cfg)
+            workdir.write_config(cfg)
             ok(d.request("reload"))
             wait_state(d, "web", dead_ep, "down", INTERVAL_MS / 1000 * FALL * 1.1 + SLACK_S)
             del svc["health"]
-            w.write_config(cfg)
+            workdir.write_config(cfg)
             ok(d.request("reload"), "reload without health")
             rows = backend_rows(d, "web")
             check_eq((rows[dead_ep]["state"], rows[dead_ep]["up"], rows[dead_ep]["checked"]),
@@ -239,10 +236,10 @@ while True:
 """
 
 
-def udp_balance_skips_a_down_backend_and_resumes(w):
+def test_udp_balance_skips_a_down_backend_and_resumes(workdir):
     lab = Lab()
     try:
-        lab.start_echo(w)
+        lab.start_echo(workdir)
         listeners = {}
 
         def listen(addr):
@@ -252,10 +249,10 @@ def udp_balance_skips_a_down_backend_and_resumes(w):
 
         for addr in BACKENDS:
             listen(addr)
-        cfg = fastpath_config(w)
+        cfg = fastpath_config(workdir)
         cfg["services"][0]["health"] = {"interval_ms": 200, "timeout_ms": 150, "rise": 2,
                                         "fall": 2}
-        with running(w, cfg, netns=lab.gw.name) as d:
+        with running(workdir, cfg, netns=lab.gw.name) as d:
             for addr in BACKENDS:
                 wait_state(d, "echo", f"{addr}:{PORT}", "up", 0.4 + SLACK_S)
             res = lab.converse("before", flows=60, rounds=1, base=30000)
@@ -308,11 +305,3 @@ def udp_balance_skips_a_down_backend_and_resumes(w):
                 print(f"  {line}", flush=True)
     finally:
         lab.close()
-
-
-if __name__ == "__main__":
-    run_tests([
-        tcp_backend_down_and_up_shows_in_metrics_status_and_services,
-        reload_adds_keeps_and_drops_checked_backends,
-        udp_balance_skips_a_down_backend_and_resumes,
-    ])

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Health check types on the real daemon against real servers. dns: the DNS lab of test_dns.py
 (three dnsmasq behind the fast path); one dnsmasq is stopped, is marked down within
 fall x interval, and client queries stop reaching its address (a silent listener there counts
@@ -13,10 +12,11 @@ import pwd
 import shutil
 import socket
 import subprocess
+import sys
 import threading
 import time
 
-from harness import (FERRYCTL, FERRYD, TestFailure, base_config, check, check_eq, ok, run_tests,
+from harness import (FERRYD, TestFailure, base_config, check, check_eq, ferryctl, ok,
                      running, wait_until)
 from test_dns import BACKENDS4, CLIENT4, GW_BACK4, PORT, VIP4, DnsLab, dig, dns_config
 
@@ -82,15 +82,15 @@ def ask_vip(lab, count, what):
         check_eq(res["status"], "NOERROR", f"{what}: query {i} through the VIP: {res['output']}")
 
 
-def dns_check_marks_a_stopped_dnsmasq_down_and_udp_stops_reaching_it(w):
-    lab = DnsLab(w)
+def test_dns_check_marks_a_stopped_dnsmasq_down_and_udp_stops_reaching_it(workdir):
+    lab = DnsLab(workdir)
     silent = None
     try:
         lab.start_dnsmasq()
-        cfg = dns_config(w)
+        cfg = dns_config(workdir)
         cfg["services"][0]["health"] = health("dns", name="www.example.test", qtype="A")
         cfg["services"][1]["health"] = health("dns", name="www.example.test", qtype="AAAA")
-        with running(w, cfg, netns=lab.gw.name) as d:
+        with running(workdir, cfg, netns=lab.gw.name) as d:
             for a in BACKENDS4:
                 # Up from the start; await a passing check (the first may meet ARP on its way).
                 address = f"{a}:{PORT}"
@@ -120,8 +120,8 @@ def dns_check_marks_a_stopped_dnsmasq_down_and_udp_stops_reaching_it(w):
             wait_state(d, "dns6", f"[{a6}]:{PORT}", "down", DOWN_WITHIN_S)
 
             # From now on only the checker's queries (from the gateway) may reach the address.
-            sources = w.file("silent.sources")
-            silent = subprocess.Popen(["ip", "netns", "exec", lab.back.name, "python3", "-c",
+            sources = workdir.file("silent.sources")
+            silent = subprocess.Popen(["ip", "netns", "exec", lab.back.name, sys.executable, "-c",
                                        SILENT_LISTENER, a4, str(PORT), sources],
                                       stdout=subprocess.PIPE, text=True)
             check_eq(silent.stdout.readline().strip(), "ready", "silent listener")
@@ -136,8 +136,7 @@ def dns_check_marks_a_stopped_dnsmasq_down_and_udp_stops_reaching_it(w):
             check_eq(seen, {GW_BACK4}, "sources of UDP to the stopped backend's address")
             row = backend_rows(d, "dns4")[victim]
             check_eq((row["state"], row["last_result"]), ("down", "timeout"), f"silent: {row}")
-            r = subprocess.run([FERRYCTL, "--socket", d.socket_path, "services"],
-                               capture_output=True, text=True, timeout=20)
+            r = ferryctl(d, "services")
             check(f"{victim}(down,no reply within {TIMEOUT_MS} ms)" in r.stdout and " dns " in
                   r.stdout, f"ferryctl services:\n{r.stdout}")
             check_eq(d.log().count(f"service dns4 backend {victim} down: "), 1, "down logged once")
@@ -228,14 +227,14 @@ def get(port, path="/"):
     return int(head.split()[1]), body.decode().strip()
 
 
-def http_check_marks_the_nginx_answering_503_down(w):
+def test_http_check_marks_the_nginx_answering_503_down(workdir):
     port_a, port_b, vip_port = free_port(), free_port(), free_port()
-    with nginx(w, port_a, port_b) as home:
+    with nginx(workdir, port_a, port_b) as home:
         a, b = f"127.0.0.1:{port_a}", f"127.0.0.1:{port_b}"
-        cfg = base_config(w, services=[
+        cfg = base_config(workdir, services=[
             {"name": "web", "vip": "127.0.0.1", "port": vip_port, "protocols": ["tcp"],
              "backends": [a, b], "health": health("http", path="/healthz")}])
-        with running(w, cfg) as d:
+        with running(workdir, cfg) as d:
             row = wait_state(d, "web", b, "down", DOWN_WITHIN_S)
             check_eq((row["check"], row["last_error"]), ("http", "status 503"), f"row {row}")
             row = wait_state(d, "web", a, "up", SLACK_S)
@@ -282,21 +281,21 @@ class UdpResponder:
         self.sock.close()
 
 
-def udp_check_and_port_override(w):
+def test_udp_check_and_port_override(workdir):
     good = UdpResponder(b"pong: fine")
     wrong = UdpResponder(b"nope")
     closed = free_port(socket.SOCK_DGRAM)
     unused = free_port(socket.SOCK_DGRAM)
     try:
         ep = lambda port: f"127.0.0.1:{port}"
-        cfg = base_config(w, services=[
+        cfg = base_config(workdir, services=[
             {"name": "udp", "vip": "10.0.0.10", "port": 7000, "protocols": ["udp"],
              "backends": [ep(good.port), ep(wrong.port), ep(closed)],
              "health": health("udp", send_hex="0070696e67", expect="pong")},
             # Served on `unused`, where nothing listens, but checked on the good responder's port.
             {"name": "other-port", "vip": "10.0.0.11", "port": 7000, "protocols": ["udp"],
              "backends": [ep(unused)], "health": health("udp", send="ping", port=good.port)}])
-        with running(w, cfg) as d:
+        with running(workdir, cfg) as d:
             row = wait_state(d, "udp", ep(good.port), "up", 2 * INTERVAL_MS / 1000 + SLACK_S)
             check_eq((row["check"], row["last_reason"]), ("udp", "reply of 10 bytes"), f"{row}")
             row = wait_state(d, "udp", ep(wrong.port), "down", DOWN_WITHIN_S)
@@ -314,8 +313,8 @@ def udp_check_and_port_override(w):
         wrong.close()
 
 
-def check_config_refuses_a_dns_check_on_a_tcp_only_service(w):
-    path = w.write_config("\n".join([
+def test_check_config_refuses_a_dns_check_on_a_tcp_only_service(workdir):
+    path = workdir.write_config("\n".join([
         "{",
         '  "services": [ { "name": "web", "vip": "10.0.0.10", "port": 80, "protocols": ["tcp"],',
         '    "backends": ["10.0.1.2:80"],',
@@ -326,12 +325,3 @@ def check_config_refuses_a_dns_check_on_a_tcp_only_service(w):
     check_eq(r.returncode, 78, f"exit status ({r.stderr})")
     check_eq(r.stderr.strip(), f"{path}:4:25: services[0].health.type: a dns check needs a "
              "service that serves UDP, but this one serves TCP only; use type \"tcp\"", "message")
-
-
-if __name__ == "__main__":
-    run_tests([
-        check_config_refuses_a_dns_check_on_a_tcp_only_service,
-        udp_check_and_port_override,
-        http_check_marks_the_nginx_answering_503_down,
-        dns_check_marks_a_stopped_dnsmasq_down_and_udp_stops_reaching_it,
-    ])

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """ferry as a complete IP hop for UDP, with real software on both sides. The DNS lab of
 test_dns.py (client -- ferry gateway, two 2-queue veth ports -- three dnsmasq, IPv4 and IPv6,
 default offloads) plus a routed prefix behind the backends:
@@ -18,11 +17,12 @@ default offloads) plus a routed prefix behind the backends:
 import contextlib
 import json
 import re
+import sys
 import time
 
-from harness import check, check_eq, run_tests, running, wait_until
-from test_dns import (BACKENDS4, BACKENDS6, CLIENT4, CLIENT6, GW_BACK4, GW_CLIENT4, GW_CLIENT6,
-                      PORT, VIP4, VIP6, DnsLab, dig, dns_config, drops_by_reason)
+from harness import check, check_eq, running, wait_until
+from test_dns import (BACKENDS4, CLIENT4, CLIENT6, GW_CLIENT4, PORT, VIP4, VIP6, DnsLab, dig,
+                      dns_config, drops_by_reason)
 from fastpath_lab import total
 
 BIG_NAME = "big.example.test"
@@ -124,15 +124,15 @@ def dig_args(server, source, *extra):
             "+time=2", "+notcp", "+ignore", *extra]
 
 
-def fragmented_answers_and_queries_cross_both_ways(w):
-    with serving(w) as (lab, d):
+def test_fragmented_answers_and_queries_cross_both_ways(workdir):
+    with serving(workdir) as (lab, d):
         for vip, src in ((VIP4, CLIENT4), (VIP6, CLIENT6)):
             for i in range(5):
                 r = lab.client.run(*dig_args(vip, src, "+bufsize=4096", BIG_NAME, "TXT"),
                                    check=False)
                 big_answer_ok(_parsed(r), f"{BIG_NAME} TXT via {vip}, try {i}")
             # Queries of 3,000 bytes: the client's stack sends each in fragments.
-            r = lab.client.run("timeout", "20", "python3", "-c", DF_QUERY, vip, "3000", "5",
+            r = lab.client.run("timeout", "20", sys.executable, "-c", DF_QUERY, vip, "3000", "5",
                                "fragment")
             out = json.loads(r.stdout)
             check_eq(out["answered"], 5, f"3,000-byte queries via {vip}: {out}")
@@ -155,19 +155,19 @@ def _parsed(r):
             "output": r.stdout + r.stderr}
 
 
-def a_df_client_learns_the_backend_links_mtu(w):
-    with serving(w, backend_mtu=SMALL_MTU) as (lab, d):
+def test_a_df_client_learns_the_backend_links_mtu(workdir):
+    with serving(workdir, backend_mtu=SMALL_MTU) as (lab, d):
         wait_until(lambda: all(v == SMALL_MTU for v in
                                [json.loads(lab.gw.ip("-j", "link", "show", "g1").stdout)[0]["mtu"]]),
                    5, "g1 at the small MTU")
         for vip in (VIP4, VIP6):
-            r = lab.client.run("timeout", "20", "python3", "-c", DF_QUERY, vip, "1450", "3")
+            r = lab.client.run("timeout", "20", sys.executable, "-c", DF_QUERY, vip, "1450", "3")
             out = json.loads(r.stdout)
             check_eq(out["mtu"], SMALL_MTU, f"{vip}: the socket's path MTU after 1,450-byte DF "
                      f"queries ({out})")
             route = lab.client.ip("route", "get", vip).stdout
             check(f"mtu {SMALL_MTU}" in route, f"{vip}: the client's route cache: {route}")
-            r = lab.client.run("timeout", "20", "python3", "-c", DF_QUERY, vip, "1300", "1")
+            r = lab.client.run("timeout", "20", sys.executable, "-c", DF_QUERY, vip, "1300", "1")
             out = json.loads(r.stdout)
             check_eq(out["answered"], 1, f"{vip}: a query that fits is answered ({out})")
         sent = total(d, "ferry_xsk_icmp_sent_total", kind="too_big")
@@ -177,7 +177,7 @@ def a_df_client_learns_the_backend_links_mtu(w):
         lab.client.ip("-4", "route", "flush", "cache")  # forget the 1,400 learnt above
         check("mtu" not in lab.client.ip("route", "get", VIP4).stdout, "IPv4 PMTU forgotten")
         for vip in (VIP4, VIP6):
-            r = lab.client.run("timeout", "20", "python3", "-c", DF_QUERY, vip, "3000", "3",
+            r = lab.client.run("timeout", "20", sys.executable, "-c", DF_QUERY, vip, "3000", "3",
                                "fragment")
             out = json.loads(r.stdout)
             check_eq(out["answered"], 3, f"3,000-byte queries via {vip} at MTU 1,400: {out}")
@@ -185,8 +185,8 @@ def a_df_client_learns_the_backend_links_mtu(w):
         check(made >= 3 * 2, f"IPv4 fragments cut by ferry: {made}")
 
 
-def a_stopped_backend_is_refused_at_once(w):
-    with serving(w) as (lab, d):
+def test_a_stopped_backend_is_refused_at_once(workdir):
+    with serving(workdir) as (lab, d):
         res = dig(lab.client, VIP4, CLIENT4, "who.example.test", "TXT")
         check_eq(res["status"], "NOERROR", "served before the backends stop")
         for _, _, _, p, _ in lab.dnsmasq:
@@ -204,8 +204,8 @@ def a_stopped_backend_is_refused_at_once(w):
         check(total(d, "ferry_xsk_icmp_translated_total") >= 2, "port unreachable translated")
 
 
-def tracepath_shows_the_gateway(w):
-    with serving(w) as (lab, d):
+def test_tracepath_shows_the_gateway(workdir):
+    with serving(workdir) as (lab, d):
         for target, extra in ((VIP4, ["-p", str(PORT)]), (SINK4, [])):
             r = lab.client.run("timeout", "30", "tracepath", "-n", "-m", "2", *extra, target,
                                check=False)
@@ -214,10 +214,3 @@ def tracepath_shows_the_gateway(w):
                   f"tracepath {target}: the gateway {GW_CLIENT4} at hop 1:\n{r.stdout}")
         check(total(d, "ferry_xsk_icmp_sent_total", kind="time_exceeded") >= 2,
               "time exceeded sent")
-
-
-if __name__ == "__main__":
-    run_tests([fragmented_answers_and_queries_cross_both_ways,
-               a_df_client_learns_the_backend_links_mtu,
-               a_stopped_backend_is_refused_at_once,
-               tracepath_shows_the_gateway])

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """ferry as an IP hop, frame by frame: raw fragments and ICMP errors sent with AF_PACKET from the
 client namespace of the fast-path lab (UDP echo backends, static neighbours, so only the test's
 frames move a counter), each class awaited until exactly its counters moved, IPv4 and IPv6:
@@ -26,7 +25,7 @@ import time
 from fastpath_lab import (BACKENDS, BACKENDS6, CLIENT, CLIENT6, PORT, VIP, VIP6, Lab,
                           check_conserved, fastpath_config, frames_by_queue, inside, quiescent,
                           samples)
-from harness import TestFailure, check, check_eq, ok, run_tests, running, wait_until
+from harness import TestFailure, check, check_eq, ok, running, wait_until
 from test_fastpath_malformed import csum, eth, ipv4, udp
 
 PAYLOAD = 3000  # bytes of UDP payload: 3,008 of UDP, three fragments at MTU 1,500 either way
@@ -406,8 +405,8 @@ def frames_in_lab(w, ipv6=False):
         lab.close()
 
 
-def ip_hop_frames(w):
-    with frames_in_lab(w) as frames:
+def test_ip_hop_frames(workdir):
+    with frames_in_lab(workdir) as frames:
         res = frames.lab.converse("before", flows=6, rounds=1)
         check_eq((res["ok"], res["lost"]), (6, 0), f"serving before the frames {res}")
         quiescent(frames.d)
@@ -426,10 +425,6 @@ def ip_hop_frames(w):
         frames.echoed(42099, payload_z, "after the flood")
 
 
-def ip_hop_frames_ipv6(w):
-    with frames_in_lab(w, ipv6=True) as frames:
+def test_ip_hop_frames_ipv6(workdir):
+    with frames_in_lab(workdir, ipv6=True) as frames:
         ipv6_fragments_and_errors(frames)
-
-
-if __name__ == "__main__":
-    run_tests([ip_hop_frames, ip_hop_frames_ipv6])

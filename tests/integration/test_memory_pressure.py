@@ -15,7 +15,7 @@ import sys
 import threading
 import time
 
-from harness import base_config, check, check_eq, ok, run_tests, running, wait_until
+from harness import base_config, check, check_eq, ok, running, wait_until
 from proxy_peers import Metrics, free_port, proxy_service, wait_idle
 
 WORKERS = 2
@@ -270,14 +270,14 @@ def slow_readers_on_a_small_ring(w, credit_bytes):
         backend.stop()
 
 
-def without_credit_recvs_end_with_enobufs_and_nothing_spins(w):
-    figures = slow_readers_on_a_small_ring(w, credit_bytes=0)
+def test_without_credit_recvs_end_with_enobufs_and_nothing_spins(workdir):
+    figures = slow_readers_on_a_small_ring(workdir, credit_bytes=0)
     check(figures["window"].enobufs > 0, "no ENOBUFS while the readers were slow: the CPU bound "
           "was not measured on the dry-ring path")
 
 
-def with_credit_recvs_park_instead_of_enobufs(w):
-    figures = slow_readers_on_a_small_ring(w, credit_bytes=CREDIT_BYTES)
+def test_with_credit_recvs_park_instead_of_enobufs(workdir):
+    figures = slow_readers_on_a_small_ring(workdir, credit_bytes=CREDIT_BYTES)
     # The credit's promise (docs/uring.md, "Ring credit") is that no recv finds a ring dry: recvs
     # wait parked for credit instead. It does not hold here yet (open, docs/testing.md): a recv
     # whose idle credit was taken stays armed, and the client's FIN (or a backend's late answer)
@@ -290,9 +290,5 @@ def with_credit_recvs_park_instead_of_enobufs(w):
           "bound was not measured with the credit exhausted")
 
 
-if __name__ == "__main__":
-    if sys.argv[1:] == ["--backend"]:
-        backend_main()
-    else:
-        run_tests([without_credit_recvs_end_with_enobufs_and_nothing_spins,
-                   with_credit_recvs_park_instead_of_enobufs])
+if __name__ == "__main__":  # StreamBackend runs this file as its loopback backend
+    backend_main()

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Issue 25, "nobody locks the operator out": the real ferryd with its default budgets, flooded at
 once on the control socket by `nobody` (socket mode 0666), and on the TCP control listener and the
 metrics endpoint from 127.0.0.2 by clients that never authenticate or send half a request, each
@@ -14,8 +13,8 @@ import socket
 import subprocess
 import time
 
-from harness import (FERRYCTL, Piped, TestFailure, as_nobody, check, check_eq, http_get, ok,
-                     run_tests, running, tcp_control_config, wait_until)
+from harness import (Piped, TestFailure, as_nobody, check, check_eq, ferryctl_out, http_get, ok,
+                     running, tcp_control_config, wait_until)
 
 TOKEN = "budget-token"
 FLOODER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "mgmt_flood.py")
@@ -106,13 +105,6 @@ def timed(what, fn, took):
     took.setdefault(what, []).append(seconds)
     check(seconds < WITHIN, f"{what} took {seconds:.3f}s during the flood (at most {WITHIN}s)")
     return result
-
-
-def ferryctl(d, *args):
-    r = subprocess.run([FERRYCTL, "--socket", d.socket_path, *args], capture_output=True,
-                       text=True, timeout=10)
-    check_eq(r.returncode, 0, f"ferryctl {' '.join(args)} ({r.stdout}{r.stderr})")
-    return r.stdout
 
 
 def read_http_response(sock):
@@ -237,10 +229,10 @@ def metrics_fills_its_budget_again(host, port):
             s.close()
 
 
-def floods_leave_the_operator_in_control(w):
+def test_floods_leave_the_operator_in_control(workdir):
     echo_port, web_port = free_port(), free_port()
     dead_backend = f"127.0.0.1:{free_port()}"
-    cfg = tcp_control_config(w, TOKEN)
+    cfg = tcp_control_config(workdir, TOKEN)
     cfg["control"]["mode"] = "0666"  # anyone may connect; nobody's uid grants read access only
     cfg["log"]["level"] = "info"
     cfg["services"] = [
@@ -250,7 +242,7 @@ def floods_leave_the_operator_in_control(w):
          "backends": [f"127.0.0.1:{echo_port}", dead_backend]},
     ]
     nobody = pwd.getpwnam("nobody")
-    with running(w, cfg) as d:
+    with running(workdir, cfg) as d:
         os.chmod(os.path.dirname(d.socket_path), 0o755)
         status = ok(d.request("status"))
         mhost, mport = status["metrics"]["listen"].rsplit(":", 1)
@@ -262,9 +254,9 @@ def floods_leave_the_operator_in_control(w):
         floods = []
         try:
             started = time.monotonic()
-            floods = [Flooder(w, "unix", ["unix", d.socket_path, FLOOD["unix"]], user=nobody),
-                      Flooder(w, "tcp", ["tcp", chost, cport, FLOOD_SOURCE, FLOOD["tcp"]]),
-                      Flooder(w, "http", ["http", mhost, mport, FLOOD_SOURCE, FLOOD["http"]])]
+            floods = [Flooder(workdir, "unix", ["unix", d.socket_path, FLOOD["unix"]], user=nobody),
+                      Flooder(workdir, "tcp", ["tcp", chost, cport, FLOOD_SOURCE, FLOOD["tcp"]]),
+                      Flooder(workdir, "http", ["http", mhost, mport, FLOOD_SOURCE, FLOOD["http"]])]
             for f in floods:
                 line = f.read_line(120)
                 print(f"{f.name}: {line} ({time.monotonic() - started:.2f}s)", flush=True)
@@ -308,10 +300,10 @@ def floods_leave_the_operator_in_control(w):
                 refusals(samples(mhost, mport)), refusals(timeouts))), 60, "the floods churning")
             took = {}
             for _ in range(ROUNDS):
-                timed("ferryctl status", lambda: ferryctl(d, "status"), took)
-                timed("ferryctl reload", lambda: ferryctl(d, "reload"), took)
+                timed("ferryctl status", lambda: ferryctl_out(d, "status", timeout=10), took)
+                timed("ferryctl reload", lambda: ferryctl_out(d, "reload", timeout=10), took)
                 timed("ferryctl backend drain",
-                      lambda: ferryctl(d, "backend", "web", dead_backend, "drain"), took)
+                      lambda: ferryctl_out(d, "backend", "web", dead_backend, "drain", timeout=10), took)
                 timed("Prometheus scrape", lambda: prometheus_scrape(mhost, mport), took)
                 timed("TCP control auth + status", lambda: tcp_admin_status(chost, cport), took)
                 timed("echo service", lambda: echo_roundtrip(echo_port), took)
@@ -360,7 +352,3 @@ def floods_leave_the_operator_in_control(w):
         backend = next(b for b in web["backends"] if b["address"] == dead_backend)
         check_eq(backend.get("admin"), "drain", f"the drained backend: {backend}")
         check_eq(d.stop(), 0, "ferryd's exit status after SIGTERM")
-
-
-if __name__ == "__main__":
-    run_tests([floods_leave_the_operator_in_control])

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """The Debian package: packaging/build-deb.sh turns this checkout into a .deb with
 dpkg-buildpackage; the .deb unpacked into a scratch root holds the programs, the conffile, the
 unit, completion, man pages and docs; its maintainer script creates the ferry group and user;
@@ -8,7 +7,7 @@ import re
 import subprocess
 
 import deb as deb_cache
-from harness import SOURCE_ROOT, check, check_eq, run_tests
+from harness import SOURCE_ROOT, check, check_eq
 
 # A cold build measured 7.5 min of CPU and 28 min of wall time on this 2-core machine shared with
 # five other builds; ccache (see build-deb.sh) skips the files that did not change since.
@@ -52,11 +51,11 @@ def build_package():
     return path
 
 
-def package_builds_installs_the_right_files_and_passes_lintian(w):
+def test_package_builds_installs_the_right_files_and_passes_lintian(workdir):
     deb = build_package()
     check_eq(os.path.basename(deb), f"ferry_{changelog_version()}_amd64.deb", "package file name")
 
-    root = w.file("root")
+    root = workdir.file("root")
     subprocess.run(["dpkg-deb", "-x", deb, root], check=True)
     for path in EXPECTED_FILES:
         check(os.path.isfile(os.path.join(root, path)), f"{path} is in the package")
@@ -71,7 +70,7 @@ def package_builds_installs_the_right_files_and_passes_lintian(w):
         with open(os.path.join(root, shipped)) as a, open(os.path.join(SOURCE_ROOT, source)) as b:
             check(a.read() == b.read(), f"{shipped} is {source}")
 
-    control = w.file("control")
+    control = workdir.file("control")
     subprocess.run(["dpkg-deb", "-e", deb, control], check=True)
     with open(os.path.join(control, "conffiles")) as f:
         check_eq(f.read().split(), ["/etc/ferry/ferryd.json", "/etc/iproute2/rt_protos.d/ferry.conf"],
@@ -109,7 +108,3 @@ def package_builds_installs_the_right_files_and_passes_lintian(w):
         print(f"  lintian {line}")
     check(not errors, f"lintian errors: {errors}")
     check(r.returncode == 0, f"lintian exit status {r.returncode}: {r.stderr}")
-
-
-if __name__ == "__main__":
-    run_tests([package_builds_installs_the_right_files_and_passes_lintian])

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Debian's real Prometheus server scrapes a real ferryd on loopback: the target is up and a ferry
 counter is stored, asked through Prometheus' own HTTP query API."""
 import json
@@ -11,7 +10,7 @@ import time
 import urllib.parse
 import urllib.request
 
-from harness import TestFailure, base_config, check, check_eq, metrics_endpoint, run_tests, running
+from harness import TestFailure, base_config, check, check_eq, metrics_endpoint, running
 
 PROMETHEUS = shutil.which("prometheus") or "/usr/bin/prometheus"
 SCRAPE_INTERVAL_S = 1
@@ -108,14 +107,14 @@ def wait_for_result(prom, expr, timeout):
     raise TestFailure(f"no result for {expr!r} within {timeout}s:\n{prom.log()[-3000:]}")
 
 
-def prometheus_scrapes_ferryd(w):
+def test_prometheus_scrapes_ferryd(workdir):
     check(os.access(PROMETHEUS, os.X_OK), f"{PROMETHEUS} is not installed (make deps installs prometheus)")
-    with running(w, base_config(w)) as d:
+    with running(workdir, base_config(workdir)) as d:
         host, port = metrics_endpoint(d)
         # Some control requests first, so the counter below has a known, non-zero lower bound.
         for _ in range(3):
             d.request("status")
-        prom = PrometheusServer(w, f"{host}:{port}")
+        prom = PrometheusServer(workdir, f"{host}:{port}")
         try:
             prom.wait_listening(timeout=30)
             up = wait_for_result(prom, 'up{job="ferry"}', timeout=DEADLINE_S)
@@ -131,7 +130,3 @@ def prometheus_scrapes_ferryd(w):
             check(info[0]["metric"].get("version"), f"build info has a version label: {info}")
         finally:
             prom.stop()
-
-
-if __name__ == "__main__":
-    run_tests([prometheus_scrapes_ferryd])

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """The TCP proxy of the real daemon against real loopback backends: byte-exact forwarding both
 ways on 256 connections (also with bundles or incremental rings forced off), IPv6, a slow reader
 that must not grow the daemon or slow others, reloads that change backends under live
@@ -9,7 +8,7 @@ import socket
 import threading
 import time
 
-from harness import base_config, check, check_eq, ok, run_tests, running, wait_until
+from harness import base_config, check, check_eq, ok, running, wait_until
 from proxy_peers import (BlockingClient, Metrics, backends, free_port, op, proxy_service,
                          proxy_to_one_backend, random_plan, read_rss_bytes, refused_end, run_many, wait_idle)
 
@@ -71,23 +70,23 @@ def check_byte_exact_many(w, seed, env=None, tcp=None):
         check_eq(d.stop(), 0, "graceful stop")
 
 
-def forwarding_is_byte_exact_for_256_connections(w):
-    check_byte_exact_many(w, seed=5)
+def test_forwarding_is_byte_exact_for_256_connections(workdir):
+    check_byte_exact_many(workdir, seed=5)
 
 
-def forwarding_is_byte_exact_with_bundles_off(w):
-    check_byte_exact_many(w, seed=6, env={"FERRY_URING_BUNDLE": "off"})
+def test_forwarding_is_byte_exact_with_bundles_off(workdir):
+    check_byte_exact_many(workdir, seed=6, env={"FERRY_URING_BUNDLE": "off"})
 
 
-def forwarding_is_byte_exact_with_incremental_off(w):
-    check_byte_exact_many(w, seed=7, tcp={"buffers": {"incremental": "off"}})
+def test_forwarding_is_byte_exact_with_incremental_off(workdir):
+    check_byte_exact_many(workdir, seed=7, tcp={"buffers": {"incremental": "off"}})
 
 
-def forwarding_over_ipv6_is_byte_exact(w):
+def test_forwarding_over_ipv6_is_byte_exact(workdir):
     port = free_port("::1")
     with backends(["[::1]:0"]) as (b,):
         service = proxy_service(port, [f"[::1]:{b.port}"], vip="::1")
-        with running(w, base_config(w, services=[service])) as d:
+        with running(workdir, base_config(workdir, services=[service])) as d:
             rng = random.Random(8)
             tallies, errors = run_many("::1", port, [random_plan(rng, 4) for _ in range(16)], seed=8)
             check_eq(errors, [], "client errors")
@@ -98,10 +97,10 @@ def forwarding_over_ipv6_is_byte_exact(w):
                      "bytes_in_total")
 
 
-def slow_reader_keeps_rss_bounded_and_others_at_full_speed(w):
+def test_slow_reader_keeps_rss_bounded_and_others_at_full_speed(workdir):
     stream_bytes = 100 << 20
     fast_bytes = 64 << 20
-    with proxy_to_one_backend(w) as (d, b, port):
+    with proxy_to_one_backend(workdir) as (d, b, port):
         warm = BlockingClient("127.0.0.1", port)
         warm.send(op("S", 4 << 20))
         warm.recv_count(4 << 20)
@@ -158,12 +157,12 @@ def slow_reader_keeps_rss_bounded_and_others_at_full_speed(w):
         slow.tally.check_against(b.wait_closed(slow.id))
 
 
-def reload_changes_backends_without_dropping_connections(w):
+def test_reload_changes_backends_without_dropping_connections(workdir):
     port = free_port()
     with backends(["127.0.0.1:0", "127.0.0.1:0"]) as (b,):
         a_end, b_end = b.endpoint(0), b.endpoint(1)
-        cfg = base_config(w, services=[proxy_service(port, [a_end], balance="round_robin")])
-        with running(w, cfg) as d:
+        cfg = base_config(workdir, services=[proxy_service(port, [a_end], balance="round_robin")])
+        with running(workdir, cfg) as d:
             rng = random.Random(9)
 
             def open_clients(n):
@@ -184,14 +183,14 @@ def reload_changes_backends_without_dropping_connections(w):
             before_add = open_clients(8)
             check_eq(set(landing_ports(b, before_add)), {b.ports[0]}, "first set: only A")
             cfg["services"][0]["backends"] = [a_end, b_end]
-            w.write_config(cfg)
+            workdir.write_config(cfg)
             ok(d.request("reload"), "reload adding B")
             check_eq(set(finish_clients(before_add)), {b.ports[0]}, "established on A finish on A")
             after_add = open_clients(8)
             check_eq(set(landing_ports(b, after_add)), set(b.ports), "new ones on both A and B")
 
             cfg["services"][0]["backends"] = [b_end]
-            w.write_config(cfg)
+            workdir.write_config(cfg)
             ok(d.request("reload"), "reload removing A")
             finish_clients(after_add)
             after_remove = open_clients(8)
@@ -203,19 +202,19 @@ def reload_changes_backends_without_dropping_connections(w):
             check_eq(m.value("ferry_proxy_resets_total", service="web"), 0, "no connection was reset")
 
 
-def service_removal_drains_then_resets_open_connections(w):
+def test_service_removal_drains_then_resets_open_connections(workdir):
     drain_ms = 1000
     port, echo_port = free_port(), free_port()
     with backends(["127.0.0.1:0"]) as (b,):
         echo = {"name": "echo", "vip": "127.0.0.1", "port": echo_port, "protocols": ["tcp"], "mode": "echo"}
-        cfg = base_config(w, services=[proxy_service(port, [b.endpoint()]), echo],
+        cfg = base_config(workdir, services=[proxy_service(port, [b.endpoint()]), echo],
                           tcp={"proxy": {"drain_timeout_ms": drain_ms}})
-        with running(w, cfg) as d:
+        with running(workdir, cfg) as d:
             finishing, lingering = BlockingClient("127.0.0.1", port), BlockingClient("127.0.0.1", port)
             finishing.echo(b"open before the reload")
             lingering.echo(b"open before the reload")
             cfg["services"] = [echo]
-            w.write_config(cfg)
+            workdir.write_config(cfg)
             reload_result = {}
             reloader = threading.Thread(target=lambda: reload_result.update(r=d.request("reload")))
             removed_at = time.monotonic()
@@ -237,17 +236,17 @@ def service_removal_drains_then_resets_open_connections(w):
             ok(reload_result["r"], "reload removing the proxy service")
 
 
-def balance_policies_pick_backends_as_documented(w):
+def test_balance_policies_pick_backends_as_documented(workdir):
     port = free_port()
     with backends(["127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"]) as (b,):
         ends = [b.endpoint(i) for i in range(3)]
-        cfg = base_config(w, services=[proxy_service(port, ends[:2], balance="round_robin")])
-        with running(w, cfg) as d:
+        cfg = base_config(workdir, services=[proxy_service(port, ends[:2], balance="round_robin")])
+        with running(workdir, cfg) as d:
             got = sequential_landings(b, port, 4)
             check_eq(sorted(got), sorted(b.ports[:2] * 2), f"round robin over two backends: {got}")
 
             cfg["services"][0]["balance"] = "least_connections"
-            w.write_config(cfg)
+            workdir.write_config(cfg)
             ok(d.request("reload"), "reload to least_connections")
             first = BlockingClient("127.0.0.1", port)
             first.echo(b"held")
@@ -260,19 +259,19 @@ def balance_policies_pick_backends_as_documented(w):
 
             cfg["services"][0]["balance"] = "maglev"
             cfg["services"][0]["backends"] = ends
-            w.write_config(cfg)
+            workdir.write_config(cfg)
             ok(d.request("reload"), "reload to maglev over three")
             got = sequential_landings(b, port, 6)
             check_eq(len(set(got)), 1, f"maglev keeps one client address on one backend: {got}")
             wait_idle(d)
 
 
-def service_max_connections_refuses_the_next_and_counts_it(w):
+def test_service_max_connections_refuses_the_next_and_counts_it(workdir):
     limit = 4
     port = free_port()
     with backends(["127.0.0.1:0"]) as (b,):
         service = proxy_service(port, [b.endpoint()], max_connections=limit)
-        with running(w, base_config(w, services=[service])) as d:
+        with running(workdir, base_config(workdir, services=[service])) as d:
             admitted = [BlockingClient("127.0.0.1", port) for _ in range(limit)]
             for c in admitted:
                 c.echo(b"admitted")
@@ -296,13 +295,13 @@ def service_max_connections_refuses_the_next_and_counts_it(w):
             check_eq(m.value("ferry_proxy_connections_refused_total", service="web"), 1, "refused in total")
 
 
-def global_max_connections_caps_all_services_together(w):
+def test_global_max_connections_caps_all_services_together(workdir):
     ports = [free_port(), free_port()]
     with backends(["127.0.0.1:0"]) as (b,):
         services = [proxy_service(ports[0], [b.endpoint()], name="one"),
                     proxy_service(ports[1], [b.endpoint()], name="two")]
-        cfg = base_config(w, services=services, tcp={"proxy": {"max_connections": 3}})
-        with running(w, cfg) as d:
+        cfg = base_config(workdir, services=services, tcp={"proxy": {"max_connections": 3}})
+        with running(workdir, cfg) as d:
             admitted = [BlockingClient("127.0.0.1", p) for p in (ports[0], ports[1], ports[0])]
             for c in admitted:
                 c.echo(b"in")
@@ -315,8 +314,8 @@ def global_max_connections_caps_all_services_together(w):
                 c.finish()
 
 
-def services_command_reports_the_same_proxy_counters_as_metrics(w):
-    with proxy_to_one_backend(w) as (d, b, port):
+def test_services_command_reports_the_same_proxy_counters_as_metrics(workdir):
+    with proxy_to_one_backend(workdir) as (d, b, port):
         held = BlockingClient("127.0.0.1", port)
         held.echo(b"open while we look")
         for _ in range(3):
@@ -336,17 +335,3 @@ def services_command_reports_the_same_proxy_counters_as_metrics(w):
                  [(b.endpoint(), 1, 4)], "per-backend rows")
         check_eq(ok(d.request("status"))["tcp"]["proxy"]["connections"], 1, "status tcp.proxy.connections")
         held.finish()
-
-
-if __name__ == "__main__":
-    run_tests([forwarding_is_byte_exact_for_256_connections,
-               forwarding_is_byte_exact_with_bundles_off,
-               forwarding_is_byte_exact_with_incremental_off,
-               forwarding_over_ipv6_is_byte_exact,
-               slow_reader_keeps_rss_bounded_and_others_at_full_speed,
-               reload_changes_backends_without_dropping_connections,
-               service_removal_drains_then_resets_open_connections,
-               balance_policies_pick_backends_as_documented,
-               service_max_connections_refuses_the_next_and_counts_it,
-               global_max_connections_caps_all_services_together,
-               services_command_reports_the_same_proxy_counters_as_metrics])

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """TCP semantics and failures through the real daemon's proxy: half-close both ways, resets
 propagated both ways (also while backpressure pauses a direction), the idle timeout, connect
 refused or timed out with a retry on the other backend, a health-checked backend down and up, a
@@ -8,14 +7,14 @@ import socket
 import threading
 import time
 
-from harness import base_config, check, check_eq, ok, run_tests, running, wait_until
+from harness import base_config, check, check_eq, ok, running, wait_until
 from proxy_peers import (Backend, BlackholePort, BlockingClient, Metrics, backends, closed_port,
                          free_port, hello_port, op, proxy_service, proxy_to_one_backend,
                          read_rss_bytes, refused_end, wait_idle)
 
 
-def client_half_close_reaches_backend_and_response_still_arrives(w):
-    with proxy_to_one_backend(w) as (d, b, port):
+def test_client_half_close_reaches_backend_and_response_still_arrives(workdir):
+    with proxy_to_one_backend(workdir) as (d, b, port):
         c = BlockingClient("127.0.0.1", port)
         c.echo(random.Random(1).randbytes(70000))
         # W: the backend answers only after it has seen our FIN, so the answer proves the
@@ -33,8 +32,8 @@ def client_half_close_reaches_backend_and_response_still_arrives(w):
         wait_idle(d)
 
 
-def backend_half_close_reaches_client_and_upload_continues(w):
-    with proxy_to_one_backend(w) as (d, b, port):
+def test_backend_half_close_reaches_client_and_upload_continues(workdir):
+    with proxy_to_one_backend(workdir) as (d, b, port):
         c = BlockingClient("127.0.0.1", port)
         c.send(op("F", 100000))
         c.recv_count(100000)
@@ -49,8 +48,8 @@ def backend_half_close_reaches_client_and_upload_continues(w):
         wait_idle(d)
 
 
-def backend_reset_reaches_client(w):
-    with proxy_to_one_backend(w) as (d, b, port):
+def test_backend_reset_reaches_client(workdir):
+    with proxy_to_one_backend(workdir) as (d, b, port):
         c = BlockingClient("127.0.0.1", port)
         c.echo(b"before the reset")
         c.send(op("R", 0))
@@ -63,8 +62,8 @@ def backend_reset_reaches_client(w):
         check_eq(Metrics(d).value("ferry_proxy_resets_total", service="web"), 1, "resets_total")
 
 
-def client_reset_reaches_backend(w):
-    with proxy_to_one_backend(w) as (d, b, port):
+def test_client_reset_reaches_backend(workdir):
+    with proxy_to_one_backend(workdir) as (d, b, port):
         c = BlockingClient("127.0.0.1", port)
         c.send(op("T"))
         b.wait_hello(c.id)
@@ -77,9 +76,9 @@ def client_reset_reaches_backend(w):
         check_eq(Metrics(d).value("ferry_proxy_resets_total", service="web"), 1, "resets_total")
 
 
-def idle_timeout_resets_the_idle_connection_only(w):
+def test_idle_timeout_resets_the_idle_connection_only(workdir):
     idle_ms = 400
-    with proxy_to_one_backend(w, tcp={"proxy": {"idle_timeout_ms": idle_ms}}) as (d, b, port):
+    with proxy_to_one_backend(workdir, tcp={"proxy": {"idle_timeout_ms": idle_ms}}) as (d, b, port):
         idle = BlockingClient("127.0.0.1", port)
         idle.send(op("T"))
         b.wait_hello(idle.id)
@@ -107,14 +106,14 @@ def idle_timeout_resets_the_idle_connection_only(w):
         check_eq(m.value("ferry_proxy_idle_timeouts_total", service="web"), 1, "idle_timeouts_total")
 
 
-def connect_refused_retries_on_the_other_backend(w):
+def test_connect_refused_retries_on_the_other_backend(workdir):
     port = free_port()
     dead = closed_port()
     try:
         dead_end = f"127.0.0.1:{dead.getsockname()[1]}"
         with backends(["127.0.0.1:0"]) as (b,):
             service = proxy_service(port, [dead_end, b.endpoint()], balance="round_robin")
-            with running(w, base_config(w, services=[service])) as d:
+            with running(workdir, base_config(workdir, services=[service])) as d:
                 rng = random.Random(3)
                 for _ in range(8):
                     c = BlockingClient("127.0.0.1", port)
@@ -136,15 +135,15 @@ def connect_refused_retries_on_the_other_backend(w):
         dead.close()
 
 
-def connect_timeout_retries_on_the_other_backend(w):
+def test_connect_timeout_retries_on_the_other_backend(workdir):
     timeout_ms = 300
     port = free_port()
     hole = BlackholePort()
     try:
         with backends(["127.0.0.1:0"]) as (b,):
             service = proxy_service(port, [hole.endpoint(), b.endpoint()], balance="round_robin")
-            cfg = base_config(w, services=[service], tcp={"proxy": {"connect_timeout_ms": timeout_ms}})
-            with running(w, cfg) as d:
+            cfg = base_config(workdir, services=[service], tcp={"proxy": {"connect_timeout_ms": timeout_ms}})
+            with running(workdir, cfg) as d:
                 waits = []
                 for _ in range(4):
                     started = time.monotonic()
@@ -166,7 +165,7 @@ def connect_timeout_retries_on_the_other_backend(w):
         hole.close()
 
 
-def health_checked_down_backend_gets_no_new_connections_until_up(w):
+def test_health_checked_down_backend_gets_no_new_connections_until_up(workdir):
     port = free_port()
     dead = closed_port()
     dead_port = dead.getsockname()[1]
@@ -176,7 +175,7 @@ def health_checked_down_backend_gets_no_new_connections_until_up(w):
         with backends(["127.0.0.1:0"]) as (b,):
             health = {"interval_ms": 100, "timeout_ms": 50, "rise": 1, "fall": 1}
             service = proxy_service(port, [dead_end, b.endpoint()], balance="round_robin", health=health)
-            with running(w, base_config(w, services=[service])) as d:
+            with running(workdir, base_config(workdir, services=[service])) as d:
                 def up(endpoint):
                     return Metrics(d).value("ferry_proxy_backend_up", service="web", backend=endpoint)
 
@@ -209,11 +208,11 @@ def health_checked_down_backend_gets_no_new_connections_until_up(w):
             revived.stop()
 
 
-def backend_killed_mid_stream_ends_client_promptly(w):
+def test_backend_killed_mid_stream_ends_client_promptly(workdir):
     port = free_port()
     victim = Backend()
     try:
-        with running(w, base_config(w, services=[proxy_service(port, [victim.endpoint()])])) as d:
+        with running(workdir, base_config(workdir, services=[proxy_service(port, [victim.endpoint()])])) as d:
             c = BlockingClient("127.0.0.1", port)
             c.send(op("S", 1 << 30))
             c.recv_count(1 << 20)
@@ -232,12 +231,12 @@ def backend_killed_mid_stream_ends_client_promptly(w):
         victim.stop()
 
 
-def all_backends_down_resets_client_and_counts_failed(w):
+def test_all_backends_down_resets_client_and_counts_failed(workdir):
     port = free_port()
     dead = [closed_port(), closed_port()]
     try:
         ends = [f"127.0.0.1:{s.getsockname()[1]}" for s in dead]
-        with running(w, base_config(w, services=[proxy_service(port, ends)])) as d:
+        with running(workdir, base_config(workdir, services=[proxy_service(port, ends)])) as d:
             for attempt in (1, 2):
                 started = time.monotonic()
                 end, _ = refused_end("127.0.0.1", port)
@@ -279,8 +278,8 @@ def stalled_upload(d, port, b, seconds=3.0):
     return c, sent, peak_rss - baseline_rss
 
 
-def backend_that_stops_reading_bounds_the_upload(w):
-    with proxy_to_one_backend(w) as (d, b, port):
+def test_backend_that_stops_reading_bounds_the_upload(workdir):
+    with proxy_to_one_backend(workdir) as (d, b, port):
         c, sent, growth = stalled_upload(d, port, b)
         print(f"  client got {sent} B into a backend that reads nothing; ferryd RSS growth "
               f"{growth / 2**20:.1f} MiB", flush=True)
@@ -289,8 +288,8 @@ def backend_that_stops_reading_bounds_the_upload(w):
         c.close()
 
 
-def client_reset_reaches_backend_while_its_direction_is_paused(w):
-    with proxy_to_one_backend(w) as (d, b, port):
+def test_client_reset_reaches_backend_while_its_direction_is_paused(workdir):
+    with proxy_to_one_backend(workdir) as (d, b, port):
         c, _, _ = stalled_upload(d, port, b, seconds=1.5)
         c.reset()
         record = b.wait_closed(c.id, timeout_s=5)
@@ -298,8 +297,8 @@ def client_reset_reaches_backend_while_its_direction_is_paused(w):
         wait_idle(d, timeout_s=5)
 
 
-def backend_reset_reaches_client_while_its_direction_is_paused(w):
-    with proxy_to_one_backend(w) as (d, b, port):
+def test_backend_reset_reaches_client_while_its_direction_is_paused(workdir):
+    with proxy_to_one_backend(workdir) as (d, b, port):
         c = BlockingClient("127.0.0.1", port, timeout_s=15)
         c.send(op("P", 256 << 20))  # we read nothing: the backend resets after a 1 s stall
         record = b.wait_closed(c.id, timeout_s=15)
@@ -308,19 +307,3 @@ def backend_reset_reaches_client_while_its_direction_is_paused(w):
         end, _ = c.wait_end(timeout_s=10)
         check_eq(end, "reset", "client reads what was forwarded, then the reset")
         c.close()
-
-
-if __name__ == "__main__":
-    run_tests([client_half_close_reaches_backend_and_response_still_arrives,
-               backend_half_close_reaches_client_and_upload_continues,
-               backend_reset_reaches_client,
-               client_reset_reaches_backend,
-               idle_timeout_resets_the_idle_connection_only,
-               connect_refused_retries_on_the_other_backend,
-               connect_timeout_retries_on_the_other_backend,
-               health_checked_down_backend_gets_no_new_connections_until_up,
-               backend_killed_mid_stream_ends_client_promptly,
-               all_backends_down_resets_client_and_counts_failed,
-               backend_that_stops_reading_bounds_the_upload,
-               client_reset_reaches_backend_while_its_direction_is_paused,
-               backend_reset_reaches_client_while_its_direction_is_paused])

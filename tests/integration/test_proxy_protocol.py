@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """The PROXY protocol through the real daemon (docs/proxy.md): ferry's v1 and v2 headers read by
 Debian's nginx (`listen ... proxy_protocol`) and by HAProxy (`accept-proxy`), IPv4 and IPv6, with
 the real client's address and the VIP in them; ferry accepting the header from HAProxy's
@@ -7,10 +6,10 @@ import json
 import os
 import socket
 import struct
-import subprocess
+import sys
 import time
 
-from harness import base_config, check, check_eq, run_tests, running
+from harness import base_config, check, check_eq, running
 from netns import Netns
 from pp_servers import RecordingBackend, haproxy, http_get_fields, nginx_echo
 from proxy_peers import Metrics, free_port, proxy_service, wait_idle
@@ -33,7 +32,7 @@ def check_header_fields(me, fields, vip, port, what):
     check(int(fields["peer_port"]) != me[1], f"{what}: peer port equals the client's: {fields}")
 
 
-def ferry_to_nginx_carries_the_client_address_v1_v2_ipv4_ipv6(w):
+def test_ferry_to_nginx_carries_the_client_address_v1_v2_ipv4_ipv6(workdir):
     n4, n6 = free_port(), free_port6()
     ports = {("v1", 4): free_port(), ("v2", 4): free_port(), ("v1", 6): free_port6(),
              ("v2", 6): free_port6()}
@@ -44,7 +43,7 @@ def ferry_to_nginx_carries_the_client_address_v1_v2_ipv4_ipv6(w):
         services.append(proxy_service(port, [backend], name=f"web-{version}-{family}", vip=vip,
                                       proxy_protocol=version))
     with nginx_echo([("127.0.0.1", n4), ("::1", n6)]), \
-            running(w, base_config(w, services=services)) as d:
+            running(workdir, base_config(workdir, services=services)) as d:
         for (version, family), port in ports.items():
             what = f"{version} IPv{family}"
             for _ in range(3):
@@ -61,7 +60,7 @@ def ferry_to_nginx_carries_the_client_address_v1_v2_ipv4_ipv6(w):
             wait_idle(d, service=f"web-{version}-{family}")
 
 
-def ipv6_client_of_its_own_address_reaches_nginx_in_a_namespace(w):
+def test_ipv6_client_of_its_own_address_reaches_nginx_in_a_namespace(workdir):
     """In a namespace of the test's own, with the client on fd77::2, ferry's vip on fd77::1 and
     nginx on fd77::3: nginx's $proxy_protocol_addr is the client's address, not ferry's."""
     here = os.path.dirname(os.path.abspath(__file__))
@@ -73,19 +72,19 @@ def ipv6_client_of_its_own_address_reaches_nginx_in_a_namespace(w):
                     proxy_service(9002, ["[fd77::3]:8080"], name="v2", vip="fd77::1",
                                   proxy_protocol="v2")]
         with nginx_echo([("fd77::3", 8080)], netns=ns.name), \
-                running(w, base_config(w, services=services), netns=ns.name):
+                running(workdir, base_config(workdir, services=services), netns=ns.name):
             for port in (9001, 9002):
                 code = (f"import json, sys; sys.path.insert(0, {here!r}); "
                         f"from pp_servers import http_get_fields; "
                         f"print(json.dumps(http_get_fields('fd77::1', {port}, 'fd77::2')))")
-                out = ns.run("python3", "-c", code).stdout
+                out = ns.run(sys.executable, "-c", code).stdout
                 me, fields = json.loads(out)
                 check_eq(me[0], "fd77::2", "the client's address")
                 check_header_fields(me, fields, "fd77::1", port, f"namespace port {port}")
                 check(fields["peer_addr"] != "fd77::2", f"the TCP peer is ferry: {fields}")
 
 
-def ferry_to_haproxy_accept_proxy_v1_and_v2(w):
+def test_ferry_to_haproxy_accept_proxy_v1_and_v2(workdir):
     h1, h2 = free_port(), free_port()
     body = "\n".join(
         f"""frontend fe{i}
@@ -97,14 +96,14 @@ def ferry_to_haproxy_accept_proxy_v1_and_v2(w):
     services = [proxy_service(p1, [f"127.0.0.1:{h1}"], name="hap-v1", proxy_protocol="v1"),
                 proxy_service(p2, [f"127.0.0.1:{h2}"], name="hap-v2", proxy_protocol="v2")]
     with haproxy(body, [("127.0.0.1", h1), ("127.0.0.1", h2)]), \
-            running(w, base_config(w, services=services)):
+            running(workdir, base_config(workdir, services=services)):
         for port, what in ((p1, "v1"), (p2, "v2")):
             me, fields = http_get_fields("127.0.0.1", port, source_host="127.0.0.42")
             check_eq(fields["peer_addr"], "127.0.0.1", f"haproxy {what}: the TCP peer is ferry")
             check_header_fields(me, fields, "127.0.0.1", port, f"haproxy {what}")
 
 
-def ferry_accepts_haproxy_send_proxy_v2_and_passes_the_client_on(w):
+def test_ferry_accepts_haproxy_send_proxy_v2_and_passes_the_client_on(workdir):
     """client -> HAProxy (send-proxy-v2) -> ferry (accept_proxy_protocol, proxy_protocol v1)
     -> nginx (proxy_protocol): nginx sees the client that connected to HAProxy."""
     n4 = free_port()
@@ -119,7 +118,7 @@ backend be
 """
     service = proxy_service(ferry_port, [f"127.0.0.1:{n4}"], accept_proxy_protocol=True,
                             proxy_protocol="v1")
-    with nginx_echo([("127.0.0.1", n4)]), running(w, base_config(w, services=[service])) as d, \
+    with nginx_echo([("127.0.0.1", n4)]), running(workdir, base_config(workdir, services=[service])) as d, \
             haproxy(body, [("127.0.0.1", hap_port)]):
         for _ in range(3):
             me, fields = http_get_fields("127.0.0.1", hap_port, source_host="127.0.0.77")
@@ -140,14 +139,14 @@ def v2_header(src, dst, sport, dport, tlvs=b""):
     return V2_SIGNATURE + bytes([0x21, fam]) + struct.pack("!H", len(block)) + block
 
 
-def accepted_header_is_the_client_and_data_after_it_is_forwarded_intact(w):
+def test_accepted_header_is_the_client_and_data_after_it_is_forwarded_intact(workdir):
     payload = bytes(range(256)) * 40
     b = RecordingBackend(expect_bytes=1, reply=b"ok")
     try:
         port = free_port()
         service = proxy_service(port, [b.endpoint()], accept_proxy_protocol=True,
                                 proxy_protocol="v2")
-        with running(w, base_config(w, services=[service])) as d:
+        with running(workdir, base_config(workdir, services=[service])) as d:
             cases = [
                 (b"PROXY TCP4 198.51.100.7 203.0.113.9 41000 443\r\n",
                  v2_header("198.51.100.7", "203.0.113.9", 41000, 443)),
@@ -188,12 +187,12 @@ def expect_reset(sock, timeout_s):
         return True, time.monotonic() - started
 
 
-def bad_headers_are_reset_counted_and_never_reach_a_backend(w):
+def test_bad_headers_are_reset_counted_and_never_reach_a_backend(workdir):
     b = RecordingBackend()
     try:
         port = free_port()
         service = proxy_service(port, [b.endpoint()], accept_proxy_protocol=True)
-        with running(w, base_config(w, services=[service])) as d:
+        with running(workdir, base_config(workdir, services=[service])) as d:
             def send(data, close_write=False):
                 c = socket.create_connection(("127.0.0.1", port), timeout=10)
                 if data:
@@ -258,12 +257,3 @@ def bad_headers_are_reset_counted_and_never_reach_a_backend(w):
         pending.close()
     finally:
         b.close()
-
-
-if __name__ == "__main__":
-    run_tests([ferry_to_nginx_carries_the_client_address_v1_v2_ipv4_ipv6,
-               ipv6_client_of_its_own_address_reaches_nginx_in_a_namespace,
-               ferry_to_haproxy_accept_proxy_v1_and_v2,
-               ferry_accepts_haproxy_send_proxy_v2_and_passes_the_client_on,
-               accepted_header_is_the_client_and_data_after_it_is_forwarded_intact,
-               bad_headers_are_reset_counted_and_never_reach_a_backend])

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Steering backends (issue 13) on the real daemon. The fast-path lab (default veth offloads):
 200 long-lived UDP flows, each a socket sending every 20 ms, every reply tagged by the backend
 that answered (judged in request order), while a fourth backend is added by reload (no
@@ -18,15 +17,18 @@ import os
 import pwd
 import random
 import socket
-import subprocess
+import sys
 import threading
 import time
+import types
 from concurrent.futures import ThreadPoolExecutor
+
+import pytest
 
 from fastpath_lab import (BACKENDS, CLIENT, PORT, VIP, Lab, by_label, fastpath_config, samples,
                           total)
-from harness import (FERRYCTL, ControlClient, Piped, TestFailure, base_config, check, check_eq, ok, run_tests,
-                     running, wait_until)
+from harness import (ControlClient, Piped, TestFailure, Workdir, base_config, check, check_eq,
+                     ferryctl, ok, running, wait_until)
 from proxy_peers import (BlockingClient, Metrics, backends, free_port, hello, new_id, op,
                          proxy_service, refused_end, wait_idle)
 
@@ -323,17 +325,9 @@ def check_new_batch(end, ports, what, avoid=None, reach=None):
     return share
 
 
-def ferryctl(socket_path, *args, user=None, timeout=20):
-    prefix = []
-    if user:
-        prefix = ["setpriv", f"--reuid={user.pw_uid}", f"--regid={user.pw_gid}", "--clear-groups"]
-    return subprocess.run(prefix + [FERRYCTL, "--socket", socket_path, *args], capture_output=True,
-                          text=True, timeout=timeout)
-
-
 def steer(d, service, backend, *action):
     """`ferryctl --json backend SERVICE BACKEND ACTION...`: exit 0 and ferryd's result."""
-    r = ferryctl(d.socket_path, "--json", "backend", service, backend, *action)
+    r = ferryctl(d, "--json", "backend", service, backend, *action)
     check_eq(r.returncode, 0, f"ferryctl backend {service} {backend} {' '.join(action)}: "
              f"{r.stdout} {r.stderr}")
     resp = json.loads(r.stdout)
@@ -441,10 +435,10 @@ def moved_count(judged):
     return sum(1 for b, s in judged.values() if any(x != b for x, _ in s))
 
 
-def udp_flows_stay_through_reload_drain_disable_weight_and_health(w):
+def test_udp_flows_stay_through_reload_drain_disable_weight_and_health(workdir):
     """200 long-lived flows (a socket each, a datagram every 20 ms) through the AF_XDP path, the
     replies tagged by backend, through five changes, each judged from the replies after it."""
-    u = UdpLab(w)
+    u = UdpLab(workdir)
     started = time.monotonic()
     figures = {}
     parts = Parts()
@@ -453,11 +447,11 @@ def udp_flows_stay_through_reload_drain_disable_weight_and_health(w):
             u.echo(addr)
         for addr in BACKENDS:
             u.listen(addr)
-        cfg = udp_config(w, [ep(a) for a in BACKENDS], health=HEALTH)
-        with running(w, cfg, netns=u.lab.gw.name) as d:
+        cfg = udp_config(workdir, [ep(a) for a in BACKENDS], health=HEALTH)
+        with running(workdir, cfg, netns=u.lab.gw.name) as d:
             for a in BACKENDS:
                 wait_health(d, SVC, ep(a), "up", 5)
-            fc = FlowClient(u.lab, w)
+            fc = FlowClient(u.lab, workdir)
             fc.add(200, 40000)
             fc.await_replies(ROUNDS_AFTER_CHANGE, what="(the first 200 flows)")
             first = fc.dump()
@@ -474,7 +468,7 @@ def udp_flows_stay_through_reload_drain_disable_weight_and_health(w):
             mark = fc.dump()
             gen = generation(d)
             u.listen(FOURTH)
-            w.write_config(udp_config(w, [ep(a) for a in ALL], health=HEALTH))
+            workdir.write_config(udp_config(workdir, [ep(a) for a in ALL], health=HEALTH))
             ok(d.request("reload"), "reload adding the fourth backend")
             check(generation(d) > gen, "new tables after the reload")
             wait_health(d, SVC, ep(FOURTH), "up", 5)
@@ -635,13 +629,13 @@ def udp_flows_stay_through_reload_drain_disable_weight_and_health(w):
     parts.done()
 
 
-def maglev_weights_share_60000_flows(w):
+def test_maglev_weights_share_60000_flows(workdir):
     """Weights 1:2:3 from the config's backend objects: 60,000 one-shot datagrams, each from its
     own client port, tallied at the backends; within 2 points of 1/6, 2/6, 3/6, with the flow
     table on (the default) and off (affinity none)."""
     flows_n = 60000
     base = 2000
-    u = UdpLab(w)
+    u = UdpLab(workdir)
     parts = Parts()
     try:
         for addr in BACKENDS:
@@ -651,8 +645,9 @@ def maglev_weights_share_60000_flows(w):
             for addr in BACKENDS:
                 open(u.echoes[addr][1], "w").close()
             extra = {} if affinity == "flow" else {"affinity": "none"}
-            cfg = udp_config(w, [{"address": ep(a), "weight": wt} for a, wt in weights.items()], **extra)
-            with running(w, cfg, netns=u.lab.gw.name, name=f"ferryd-{affinity}") as d:
+            cfg = udp_config(workdir, [{"address": ep(a), "weight": wt} for a, wt in weights.items()],
+                             **extra)
+            with running(workdir, cfg, netns=u.lab.gw.name, name=f"ferryd-{affinity}") as d:
                 with parts.part(f"affinity {affinity}: services shows the configured weights"):
                     rows = backend_rows(d, SVC)
                     check_eq({a: rows[ep(a)].get("weight") for a in BACKENDS}, weights,
@@ -669,7 +664,7 @@ def maglev_weights_share_60000_flows(w):
                           "    if i % 100 == 99:\n"
                           "        t += 0.01\n"
                           "        time.sleep(max(0, t - time.monotonic()))\n")
-                r = u.lab.client.run("timeout", "60", "python3", "-c", sender, check=False)
+                r = u.lab.client.run("timeout", "60", sys.executable, "-c", sender, check=False)
                 check_eq(r.returncode, 0, f"sender: {r.stderr}")
 
                 def tally():
@@ -759,19 +754,19 @@ def landings(b, port, count):
     return [b.wait_hello(i)["port"] for i in ports]
 
 
-def tcp_drain_disable_enable_and_weighted_round_robin(w):
+def test_tcp_drain_disable_enable_and_weighted_round_robin(workdir):
     """Round robin over three loopback backends: 20 long connections streaming both ways while
     one backend is drained, then disabled: they finish byte-exact; new connections avoid it;
     enabled again it takes its turn; weights 1:2:3 share 600 connections within 5 points."""
     port = free_port()
     with backends(["127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"]) as (b,):
         ends = [b.endpoint(i) for i in range(3)]
-        cfg = base_config(w, services=[proxy_service(port, ends, balance="round_robin")])
-        with running(w, cfg) as d:
+        cfg = base_config(workdir, services=[proxy_service(port, ends, balance="round_robin")])
+        with running(workdir, cfg) as d:
             streams = []
             parts = Parts()
             try:
-                tcp_drain_phases(w, d, b, port, ends, streams, parts)
+                tcp_drain_phases(workdir, d, b, port, ends, streams, parts)
             finally:
                 for s in streams:  # a failed check leaves them streaming: stop before ferryd
                     s.stop.set()
@@ -877,7 +872,7 @@ def tcp_drain_phases(w, d, b, port, ends, streams, parts):
                  "no connection failed")
 
 
-def tcp_maglev_weights_share_60000_connections(w):
+def test_tcp_maglev_weights_share_60000_connections(workdir):
     """TCP Maglev (the proxy's default policy, which hashes the client address) with weights
     1:2:3 from the config's backend objects: 60,000 connections, each from its own loopback
     client address (127.1.0.1 on), 8 at a time; within 2 points of 1/6, 2/6, 3/6."""
@@ -903,7 +898,7 @@ def tcp_maglev_weights_share_60000_connections(w):
 
     with backends(["127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"]) as (b,):
         ends = [{"address": b.endpoint(i), "weight": wt} for i, wt in enumerate((1, 2, 3))]
-        with running(w, base_config(w, services=[proxy_service(port, ends)])) as d:
+        with running(workdir, base_config(workdir, services=[proxy_service(port, ends)])) as d:
             rows = backend_rows(d, "web")
             check_eq([rows[b.endpoint(i)].get("weight") for i in range(3)], [1, 2, 3],
                      "services shows the configured weights")
@@ -937,22 +932,22 @@ def probe(u, w, name, base, n=60):
     return out
 
 
-def runtime_state_survives_a_reload_and_a_readded_backend_starts_enabled(w):
+def test_runtime_state_survives_a_reload_and_a_readded_backend_starts_enabled_udp(workdir):
     """UDP in the lab: drain one backend and re-weight another, reload with a config that still
     has both (and one more backend): `services` still says so, the metrics too, and new flows
     still avoid the drained one. Then a reload removing the drained backend and one adding it
-    back: it starts enabled with its configured weight and takes new flows. The same on TCP."""
+    back: it starts enabled with its configured weight and takes new flows."""
     parts = Parts()
-    u = UdpLab(w)
+    u = UdpLab(workdir)
     try:
         for addr in ALL:
             u.echo(addr)
-        cfg = udp_config(w, [ep(a) for a in BACKENDS])
+        cfg = udp_config(workdir, [ep(a) for a in BACKENDS])
         readd_list = [ep(a) for a in BACKENDS] + [{"address": ep(FOURTH), "weight": 0}]
-        with running(w, cfg, netns=u.lab.gw.name) as d:
+        with running(workdir, cfg, netns=u.lab.gw.name) as d:
             drained, reweighted = BACKENDS[0], BACKENDS[1]
             # 100 long-lived flows established before the steering, judged through the reloads.
-            fc = FlowClient(u.lab, w, name="established")
+            fc = FlowClient(u.lab, workdir, name="established")
             fc.add(100, 43000)
             fc.await_replies(ROUNDS_AFTER_CHANGE, what="(100 established flows)")
             mark = fc.dump()
@@ -960,7 +955,7 @@ def runtime_state_survives_a_reload_and_a_readded_backend_starts_enabled(w):
             steer(d, SVC, ep(reweighted), "weight", "2")
             gen = generation(d)
             # The fourth comes with weight 0 in the config: drained by configuration.
-            w.write_config(udp_config(w, readd_list))
+            workdir.write_config(udp_config(workdir, readd_list))
             ok(d.request("reload"), "reload keeping the steered backends, adding a fourth")
             check(generation(d) > gen, "new tables after the reload")
             fc.await_replies(ROUNDS_AFTER_CHANGE, what="after the reload")
@@ -980,7 +975,7 @@ def runtime_state_survives_a_reload_and_a_readded_backend_starts_enabled(w):
                          "metrics of the drained backend after the reload")
                 check_eq(admin_metrics(d, SVC, ep(reweighted))[:2], (2, "enabled"),
                          "metrics of the re-weighted backend after the reload")
-            placed = probe(u, w, "after-reload", 41000)
+            placed = probe(u, workdir, "after-reload", 41000)
             share = {a: list(placed.values()).count(a) for a in ALL}
             print(f"  60 new flows after the reload: {share}", flush=True)
             with parts.part("UDP: new flows still avoid the drained backend after the reload"):
@@ -989,7 +984,7 @@ def runtime_state_survives_a_reload_and_a_readded_backend_starts_enabled(w):
                 check_eq(share[FOURTH], 0, f"new flows on the weight-0 backend {share}")
 
             mark = fc.dump()
-            w.write_config(udp_config(w, [x for x in readd_list if x != ep(drained)]))
+            workdir.write_config(udp_config(workdir, [x for x in readd_list if x != ep(drained)]))
             ok(d.request("reload"), "reload removing the drained backend")
             fc.await_replies(ROUNDS_AFTER_CHANGE, what="after the reload removing it")
             j = judge(mark, fc.dump(), "reload removing the drained backend")
@@ -999,7 +994,7 @@ def runtime_state_survives_a_reload_and_a_readded_backend_starts_enabled(w):
                 check(ep(drained) not in backend_rows(d, SVC), "removed backend not listed")
                 check_eq(admin_metrics(d, SVC, ep(drained))[:2], ([], []), "removed backend's gauges gone")
             mark = fc.dump()
-            w.write_config(udp_config(w, readd_list))
+            workdir.write_config(udp_config(workdir, readd_list))
             ok(d.request("reload"), "reload adding it back")
             fc.await_replies(ROUNDS_AFTER_CHANGE, what="after the reload adding it back")
             j = judge(mark, fc.dump(), "reload adding it back")
@@ -1011,7 +1006,7 @@ def runtime_state_survives_a_reload_and_a_readded_backend_starts_enabled(w):
                 check_eq((row.get("admin"), row.get("weight")), ("enabled", 1),
                          f"a removed and re-added backend starts enabled: {row}")
                 check_eq(admin_metrics(d, SVC, ep(drained))[:2], (1, "enabled"), "its metrics")
-            placed = probe(u, w, "after-readd", 42000)
+            placed = probe(u, workdir, "after-readd", 42000)
             share = {a: list(placed.values()).count(a) for a in ALL}
             print(f"  60 new flows after it came back: {share}", flush=True)
             with parts.part("UDP: the re-added backend takes new flows"):
@@ -1019,15 +1014,21 @@ def runtime_state_survives_a_reload_and_a_readded_backend_starts_enabled(w):
                 check_eq(share[FOURTH], 0, f"still none on the weight-0 backend {share}")
     finally:
         u.close()
+    parts.done()
 
+
+def test_runtime_state_survives_a_reload_and_a_readded_backend_starts_enabled_tcp(workdir):
+    """The same on TCP (loopback backends, round robin), and a restart forgets the run-time
+    state."""
+    parts = Parts()
     port = free_port()
     with backends(["127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"]) as (b,):
         ends = [b.endpoint(i) for i in range(3)]
-        cfg = base_config(w, services=[proxy_service(port, ends[:2], balance="round_robin")])
-        with running(w, cfg, name="tcp") as d:
+        cfg = base_config(workdir, services=[proxy_service(port, ends[:2], balance="round_robin")])
+        with running(workdir, cfg, name="tcp") as d:
             steer(d, "web", ends[0], "drain")
             cfg["services"][0]["backends"] = ends
-            w.write_config(cfg)
+            workdir.write_config(cfg)
             ok(d.request("reload"), "TCP: reload keeping the drained backend, adding a third")
             with parts.part("TCP: still drained after the reload"):
                 check_eq(backend_rows(d, "web")[ends[0]].get("admin"), "drain", "TCP: still drained")
@@ -1037,10 +1038,10 @@ def runtime_state_survives_a_reload_and_a_readded_backend_starts_enabled(w):
             with parts.part("TCP: new connections avoid the drained backend after the reload"):
                 check_eq(by[b.ports[0]], 0, f"TCP: new connections on the drained backend {by}")
             cfg["services"][0]["backends"] = ends[1:]
-            w.write_config(cfg)
+            workdir.write_config(cfg)
             ok(d.request("reload"), "TCP: reload removing it")
             cfg["services"][0]["backends"] = ends
-            w.write_config(cfg)
+            workdir.write_config(cfg)
             ok(d.request("reload"), "TCP: reload adding it back")
             with parts.part("TCP: a removed and re-added backend starts enabled"):
                 check_eq(backend_rows(d, "web")[ends[0]].get("admin"), "enabled",
@@ -1053,7 +1054,7 @@ def runtime_state_survives_a_reload_and_a_readded_backend_starts_enabled(w):
             steer(d, "web", ends[1], "disable")
             steer(d, "web", ends[2], "weight", "5")
         # Run-time state is not persisted (ferryctl --help: "until ferryd restarts").
-        with running(w, cfg, name="tcp-restarted") as d:
+        with running(workdir, cfg, name="tcp-restarted") as d:
             with parts.part("TCP: a restart starts every backend enabled at its configured weight"):
                 rows = backend_rows(d, "web")
                 check_eq({a: (rows[a].get("admin"), rows[a].get("weight")) for a in ends},
@@ -1061,20 +1062,20 @@ def runtime_state_survives_a_reload_and_a_readded_backend_starts_enabled(w):
     parts.done()
 
 
-def flow_table_ages_out_idle_flows_and_stays_bounded(w):
+def test_flow_table_ages_out_idle_flows_and_stays_bounded(workdir):
     """xdp.flows {"entries": 64, "idle_timeout_ms": 1000}: flows that keep sending never expire;
     once they stop, their entries are freed (ferry_xsk_flow_expiries_total) no sooner than the
     idle timeout, even with no other traffic; 300 flows in 64 entries per worker evict, never
     holding more than the table."""
     parts = Parts()
-    u = UdpLab(w)
+    u = UdpLab(workdir)
     try:
         for addr in BACKENDS:
             u.echo(addr)
-        cfg = udp_config(w, [ep(a) for a in BACKENDS])
+        cfg = udp_config(workdir, [ep(a) for a in BACKENDS])
         cfg["xdp"]["flows"] = {"entries": 64, "idle_timeout_ms": 1000}
-        with running(w, cfg, netns=u.lab.gw.name) as d:
-            fc = FlowClient(u.lab, w)
+        with running(workdir, cfg, netns=u.lab.gw.name) as d:
+            fc = FlowClient(u.lab, workdir)
             fc.add(30, 44000)
             fc.await_replies(75, what="(30 flows for 1.5 s, longer than the idle timeout)")
             with parts.part("active flows do not expire"):
@@ -1098,7 +1099,7 @@ def flow_table_ages_out_idle_flows_and_stays_bounded(w):
                       f"    s.bind(('{CLIENT}', 45000 + i))\n"
                       f"    s.sendto(b'oneshot %d' % i, ('{VIP}', {PORT}))\n"
                       "    s.close()\n")
-            u.lab.client.run("python3", "-c", sender)
+            u.lab.client.run(sys.executable, "-c", sender)
             wait_until(lambda: total(d, "ferry_xsk_flow_misses_total") >= 330, 10,
                        "300 more misses", interval=0.05)
             per_worker = by_label(d, "ferry_xsk_flows", "worker")
@@ -1114,17 +1115,17 @@ def flow_table_ages_out_idle_flows_and_stays_bounded(w):
     parts.done()
 
 
-def every_backend_drained_keeps_established_traffic_and_refuses_new(w):
+def test_every_backend_drained_keeps_established_traffic_and_refuses_new(workdir):
     """Every backend of a service drained: established UDP flows and open TCP connections go on,
     new flows are dropped as no_backend and new connections turned away (counted); every one
     disabled: UDP stops; enabled again: everything is served, ferryd none the worse."""
     parts = Parts()
-    u = UdpLab(w)
+    u = UdpLab(workdir)
     try:
         for addr in BACKENDS:
             u.echo(addr)
-        with running(w, udp_config(w, [ep(a) for a in BACKENDS]), netns=u.lab.gw.name) as d:
-            fc = FlowClient(u.lab, w)
+        with running(workdir, udp_config(workdir, [ep(a) for a in BACKENDS]), netns=u.lab.gw.name) as d:
+            fc = FlowClient(u.lab, workdir)
             fc.add(30, 46000)
             fc.await_replies(5, what="(30 flows)")
             for a in BACKENDS:
@@ -1167,8 +1168,8 @@ def every_backend_drained_keeps_established_traffic_and_refuses_new(w):
     port = free_port()
     with backends(["127.0.0.1:0", "127.0.0.1:0"]) as (b,):
         ends = [b.endpoint(0), b.endpoint(1)]
-        with running(w, base_config(w, services=[proxy_service(port, ends, balance="round_robin")]),
-                     name="tcp") as d:
+        cfg = base_config(workdir, services=[proxy_service(port, ends, balance="round_robin")])
+        with running(workdir, cfg, name="tcp") as d:
             held = BlockingClient("127.0.0.1", port)
             held.echo(b"open before the drain")
             for e in ends:
@@ -1195,124 +1196,150 @@ def every_backend_drained_keeps_established_traffic_and_refuses_new(w):
     parts.done()
 
 
-def bad_backend_requests_are_refused_and_change_nothing(w):
-    """Every malformed or unauthorised `backend` request gets its error code and leaves the
-    services, the metrics and the balancing as they were."""
+@pytest.fixture(scope="module")
+def steered_proxy():
+    """One ferryd proxying "web" (round robin) to two loopback backends, for the tests of bad and
+    good `backend` requests: each refusal test checks that what it sent changed nothing, so they
+    share it; the socket is open to nobody (mode 0666 under a 0755 directory)."""
+    w = Workdir()
     port = free_port()
-    with backends(["127.0.0.1:0", "127.0.0.1:0"]) as (b,):
-        ends = [b.endpoint(0), b.endpoint(1)]
-        cfg = base_config(w, control={"socket": w.file("ctl/ferryd.sock"), "mode": "0666", "group": None},
-                          services=[proxy_service(port, ends, balance="round_robin")])
-        with running(w, cfg) as d:
-            os.chmod(os.path.dirname(d.socket_path), 0o755)
-            before = ok(d.request("services"))
-            metrics_before = {f: samples(d, f) for f in ("ferry_backend_weight", "ferry_backend_admin_state")}
-            check(metrics_before["ferry_backend_weight"], "ferry_backend_weight is exported")
-            good = {"service": "web", "backend": ends[0]}
-            cases = [
-                ("unknown service", {"service": "nosuch", "backend": ends[0], "state": "drain"}, "not_found"),
-                ("unknown backend", {"service": "web", "backend": "127.0.0.1:1", "state": "drain"}, "not_found"),
-                ("backend not an address", {"service": "web", "backend": "nonsense", "state": "drain"}, None),
-                ("bad state", {**good, "state": "maint"}, "bad_args"),
-                ("state not a string", {**good, "state": 1}, "bad_args"),
-                ("weight 257", {**good, "weight": 257}, "bad_args"),
-                ("weight -1", {**good, "weight": -1}, "bad_args"),
-                ("weight 'x'", {**good, "weight": "x"}, "bad_args"),
-                ("weight 1.5", {**good, "weight": 1.5}, "bad_args"),
-                ("weight null", {**good, "weight": None}, "bad_args"),
-                ("unknown argument", {**good, "state": "drain", "colour": "blue"}, "bad_args"),
-                ("no state and no weight", dict(good), "bad_args"),
-                ("no service", {"backend": ends[0], "state": "drain"}, "bad_args"),
-                ("no backend", {"service": "web", "state": "drain"}, "bad_args"),
-                ("good state with a bad weight", {**good, "state": "drain", "weight": 300}, "bad_args"),
-            ]
-            with ControlClient(d.socket_path) as c:
-                for what, args, code in cases:
-                    resp = c.request("backend", args)
-                    got = (resp.get("ok"), resp.get("error", {}).get("code"))
-                    if code is None:  # either not_found or bad_args is a fair answer
-                        check(got in ((False, "not_found"), (False, "bad_args")), f"{what}: {resp}")
-                    else:
-                        check_eq(got, (False, code), f"{what}: {args} -> {resp}")
-                    check(resp["error"].get("message"), f"{what}: a message says why: {resp}")
-                    print(f"  {what}: {resp['error']['code']}: {resp['error']['message']}", flush=True)
-                resp = c.request("backend", ["web", ends[0], "drain"])
-                check_eq((resp.get("ok"), resp.get("error", {}).get("code")), (False, "bad_args"),
-                         f"args not an object: {resp}")
-
-            nobody = pwd.getpwnam("nobody")
-            for action in (["drain"], ["weight", "5"], ["enable"]):
-                r = ferryctl(d.socket_path, "--json", "backend", "web", ends[0], *action, user=nobody)
-                check_eq(r.returncode, 4, f"backend {action} as nobody: exit ({r.stdout} {r.stderr})")
-                check("permission_denied" in r.stdout + r.stderr, f"permission_denied: {r.stdout} {r.stderr}")
-            r = ferryctl(d.socket_path, "services", user=nobody)
-            check_eq(r.returncode, 0, f"services as nobody still reads: {r.stderr}")
-
-            usage = [[], ["web"], ["web", ends[0]], ["web", ends[0], "pause"],
-                     ["web", ends[0], "weight"], ["web", ends[0], "weight", "x"],
-                     ["web", ends[0], "drain", "extra"], ["web", ends[0], "weight", "3", "4"],
-                     ["web", ends[0], "weight", "1.5"]]
-            for words in usage:
-                r = ferryctl(d.socket_path, "backend", *words)
-                check_eq(r.returncode, 2, f"ferryctl backend {' '.join(words)}: exit "
-                         f"({r.stdout!r} {r.stderr!r})")
-                check(r.stderr.startswith("ferryctl: "), f"a usage message: {r.stderr!r}")
-            for words, code in ((["nosuch", ends[0], "drain"], "not_found"),
-                                (["web", "127.0.0.1:1", "drain"], "not_found")):
-                r = ferryctl(d.socket_path, "backend", *words)
-                check_eq(r.returncode, 1, f"ferryctl backend {' '.join(words)}: exit ({r.stderr!r})")
-                check(f"ferryctl: {code}:" in r.stderr, f"the daemon's error: {r.stderr!r}")
-            for words in (["web", ends[0], "weight", "257"], ["web", ends[0], "weight", "-1"]):
-                r = ferryctl(d.socket_path, "backend", *words)
-                check(r.returncode == 2 or (r.returncode == 1 and "bad_args" in r.stderr),
-                      f"ferryctl backend {' '.join(words)}: a usage error or bad_args, got exit "
-                      f"{r.returncode} ({r.stderr!r})")
-
-            check_eq(ok(d.request("services")), before, "services unchanged after the bad requests")
-            check_eq({f: samples(d, f) for f in metrics_before}, metrics_before,
-                     "the steering metrics unchanged")
-            got = landings(b, port, 10)
-            check_eq(sorted({p: got.count(p) for p in b.ports}.values()), [5, 5],
-                     "round robin as before")
-
-            r = ferryctl(d.socket_path, "backend", "web", ends[1], "weight", "4")
-            check_eq(r.returncode, 0, f"ferryctl backend (human): {r.stderr}")
-            print("  ferryctl backend web B weight 4:\n" + "\n".join("    " + l for l in r.stdout.splitlines()),
-                  flush=True)
-            check("4" in r.stdout and ends[1] in r.stdout,
-                  f"the human answer names it and its weight: {r.stdout!r}")
-            steer(d, "web", ends[1], "weight", "1")
-            # And a good one answers with the backend's state.
-            res = steer(d, "web", ends[0], "weight", "0")
-            check_eq(res, {"service": "web", "backend": ends[0], "admin": "enabled", "weight": 0,
-                           "configured_weight": 1, "health": "up", "takes_new_traffic": False},
-                     "weight 0's answer")
-            res = ok(d.request("backend", {**good, "state": "enable", "weight": 1}), "state and weight")
-            check_eq((res["admin"], res["weight"], res["takes_new_traffic"]), ("enabled", 1, True),
-                     f"state and weight at once {res}")
-            # ferryctl services shows weight, admin state and health for every backend.
-            steer(d, "web", ends[1], "drain")
-            steer(d, "web", ends[0], "weight", "7")
-            r = ferryctl(d.socket_path, "--json", "services")
-            check_eq(r.returncode, 0, f"ferryctl --json services {r.stderr}")
-            rows = {x["address"]: x for x in json.loads(r.stdout)["result"]["services"][0]["backends"]}
-            check_eq({a: (rows[a].get("weight"), rows[a].get("admin")) for a in ends},
-                     {ends[0]: (7, "enabled"), ends[1]: (1, "drain")}, "services --json weight, admin")
-            r = ferryctl(d.socket_path, "services")
-            check_eq(r.returncode, 0, f"ferryctl services {r.stderr}")
-            print("  ferryctl services:\n" + "\n".join("    " + l for l in r.stdout.splitlines()), flush=True)
-            check("drain" in r.stdout and "7" in r.stdout.replace(ends[0], "").replace(ends[1], ""),
-                  f"the human table shows the drained backend's admin state and the weight 7:\n{r.stdout}")
+    try:
+        with backends(["127.0.0.1:0", "127.0.0.1:0"]) as (b,):
+            ends = [b.endpoint(0), b.endpoint(1)]
+            cfg = base_config(w, control={"socket": w.file("ctl/ferryd.sock"), "mode": "0666", "group": None},
+                              services=[proxy_service(port, ends, balance="round_robin")])
+            with running(w, cfg) as d:
+                os.chmod(os.path.dirname(d.socket_path), 0o755)
+                check(samples(d, "ferry_backend_weight"), "ferry_backend_weight is exported")
+                yield types.SimpleNamespace(d=d, b=b, ends=ends, port=port)
+    finally:
+        w.cleanup()
 
 
-if __name__ == "__main__":
-    run_tests([
-        udp_flows_stay_through_reload_drain_disable_weight_and_health,
-        maglev_weights_share_60000_flows,
-        tcp_drain_disable_enable_and_weighted_round_robin,
-        tcp_maglev_weights_share_60000_connections,
-        runtime_state_survives_a_reload_and_a_readded_backend_starts_enabled,
-        flow_table_ages_out_idle_flows_and_stays_bounded,
-        every_backend_drained_keeps_established_traffic_and_refuses_new,
-        bad_backend_requests_are_refused_and_change_nothing,
-    ])
+def steering_state(d):
+    """What a refused `backend` request must leave as it was: the services and the steering
+    metrics."""
+    return ok(d.request("services")), {f: samples(d, f) for f in ("ferry_backend_weight",
+                                                                   "ferry_backend_admin_state")}
+
+
+def check_nothing_changed(proxy, before):
+    """The services and the steering metrics as `before` (steering_state before the requests),
+    and the balancing as before any request."""
+    d, b = proxy.d, proxy.b
+    services, metrics = steering_state(d)
+    check_eq(services, before[0], "services unchanged after the bad requests")
+    check_eq(metrics, before[1], "the steering metrics unchanged")
+    got = landings(b, proxy.port, 10)
+    check_eq(sorted({p: got.count(p) for p in b.ports}.values()), [5, 5], "round robin as before")
+
+
+def test_bad_backend_requests_are_refused_and_change_nothing(steered_proxy):
+    """Every malformed `backend` request gets its error code and leaves the services, the
+    metrics and the balancing as they were."""
+    d, ends = steered_proxy.d, steered_proxy.ends
+    before = steering_state(d)
+    good = {"service": "web", "backend": ends[0]}
+    cases = [
+        ("unknown service", {"service": "nosuch", "backend": ends[0], "state": "drain"}, "not_found"),
+        ("unknown backend", {"service": "web", "backend": "127.0.0.1:1", "state": "drain"}, "not_found"),
+        ("backend not an address", {"service": "web", "backend": "nonsense", "state": "drain"}, None),
+        ("bad state", {**good, "state": "maint"}, "bad_args"),
+        ("state not a string", {**good, "state": 1}, "bad_args"),
+        ("weight 257", {**good, "weight": 257}, "bad_args"),
+        ("weight -1", {**good, "weight": -1}, "bad_args"),
+        ("weight 'x'", {**good, "weight": "x"}, "bad_args"),
+        ("weight 1.5", {**good, "weight": 1.5}, "bad_args"),
+        ("weight null", {**good, "weight": None}, "bad_args"),
+        ("unknown argument", {**good, "state": "drain", "colour": "blue"}, "bad_args"),
+        ("no state and no weight", dict(good), "bad_args"),
+        ("no service", {"backend": ends[0], "state": "drain"}, "bad_args"),
+        ("no backend", {"service": "web", "state": "drain"}, "bad_args"),
+        ("good state with a bad weight", {**good, "state": "drain", "weight": 300}, "bad_args"),
+    ]
+    with ControlClient(d.socket_path) as c:
+        for what, args, code in cases:
+            resp = c.request("backend", args)
+            got = (resp.get("ok"), resp.get("error", {}).get("code"))
+            if code is None:  # either not_found or bad_args is a fair answer
+                check(got in ((False, "not_found"), (False, "bad_args")), f"{what}: {resp}")
+            else:
+                check_eq(got, (False, code), f"{what}: {args} -> {resp}")
+            check(resp["error"].get("message"), f"{what}: a message says why: {resp}")
+            print(f"  {what}: {resp['error']['code']}: {resp['error']['message']}", flush=True)
+        resp = c.request("backend", ["web", ends[0], "drain"])
+        check_eq((resp.get("ok"), resp.get("error", {}).get("code")), (False, "bad_args"),
+                 f"args not an object: {resp}")
+    check_nothing_changed(steered_proxy, before)
+
+
+def test_backend_requests_from_nobody_are_refused_and_services_still_read(steered_proxy):
+    d, ends = steered_proxy.d, steered_proxy.ends
+    before = steering_state(d)
+    nobody = pwd.getpwnam("nobody")
+    for action in (["drain"], ["weight", "5"], ["enable"]):
+        r = ferryctl(d, "--json", "backend", "web", ends[0], *action, user=nobody)
+        check_eq(r.returncode, 4, f"backend {action} as nobody: exit ({r.stdout} {r.stderr})")
+        check("permission_denied" in r.stdout + r.stderr, f"permission_denied: {r.stdout} {r.stderr}")
+    r = ferryctl(d, "services", user=nobody)
+    check_eq(r.returncode, 0, f"services as nobody still reads: {r.stderr}")
+    check_nothing_changed(steered_proxy, before)
+
+
+def test_ferryctl_backend_usage_errors_and_the_daemons_errors(steered_proxy):
+    d, ends = steered_proxy.d, steered_proxy.ends
+    before = steering_state(d)
+    usage = [[], ["web"], ["web", ends[0]], ["web", ends[0], "pause"],
+             ["web", ends[0], "weight"], ["web", ends[0], "weight", "x"],
+             ["web", ends[0], "drain", "extra"], ["web", ends[0], "weight", "3", "4"],
+             ["web", ends[0], "weight", "1.5"]]
+    for words in usage:
+        r = ferryctl(d, "backend", *words)
+        check_eq(r.returncode, 2, f"ferryctl backend {' '.join(words)}: exit "
+                 f"({r.stdout!r} {r.stderr!r})")
+        check(r.stderr.startswith("ferryctl: "), f"a usage message: {r.stderr!r}")
+    for words, code in ((["nosuch", ends[0], "drain"], "not_found"),
+                        (["web", "127.0.0.1:1", "drain"], "not_found")):
+        r = ferryctl(d, "backend", *words)
+        check_eq(r.returncode, 1, f"ferryctl backend {' '.join(words)}: exit ({r.stderr!r})")
+        check(f"ferryctl: {code}:" in r.stderr, f"the daemon's error: {r.stderr!r}")
+    for words in (["web", ends[0], "weight", "257"], ["web", ends[0], "weight", "-1"]):
+        r = ferryctl(d, "backend", *words)
+        check(r.returncode == 2 or (r.returncode == 1 and "bad_args" in r.stderr),
+              f"ferryctl backend {' '.join(words)}: a usage error or bad_args, got exit "
+              f"{r.returncode} ({r.stderr!r})")
+    check_nothing_changed(steered_proxy, before)
+
+
+def test_good_backend_requests_answer_with_the_backends_state(steered_proxy):
+    """The last of the file's tests on `steered_proxy`: it changes weights and states."""
+    d, ends = steered_proxy.d, steered_proxy.ends
+    good = {"service": "web", "backend": ends[0]}
+    r = ferryctl(d, "backend", "web", ends[1], "weight", "4")
+    check_eq(r.returncode, 0, f"ferryctl backend (human): {r.stderr}")
+    print("  ferryctl backend web B weight 4:\n" + "\n".join("    " + l for l in r.stdout.splitlines()),
+          flush=True)
+    check("4" in r.stdout and ends[1] in r.stdout,
+          f"the human answer names it and its weight: {r.stdout!r}")
+    steer(d, "web", ends[1], "weight", "1")
+    # And a good one answers with the backend's state.
+    res = steer(d, "web", ends[0], "weight", "0")
+    check_eq(res, {"service": "web", "backend": ends[0], "admin": "enabled", "weight": 0,
+                   "configured_weight": 1, "health": "up", "takes_new_traffic": False},
+             "weight 0's answer")
+    res = ok(d.request("backend", {**good, "state": "enable", "weight": 1}), "state and weight")
+    check_eq((res["admin"], res["weight"], res["takes_new_traffic"]), ("enabled", 1, True),
+             f"state and weight at once {res}")
+    # ferryctl services shows weight, admin state and health for every backend.
+    steer(d, "web", ends[1], "drain")
+    steer(d, "web", ends[0], "weight", "7")
+    r = ferryctl(d, "--json", "services")
+    check_eq(r.returncode, 0, f"ferryctl --json services {r.stderr}")
+    rows = {x["address"]: x for x in json.loads(r.stdout)["result"]["services"][0]["backends"]}
+    check_eq({a: (rows[a].get("weight"), rows[a].get("admin")) for a in ends},
+             {ends[0]: (7, "enabled"), ends[1]: (1, "drain")}, "services --json weight, admin")
+    r = ferryctl(d, "services")
+    check_eq(r.returncode, 0, f"ferryctl services {r.stderr}")
+    print("  ferryctl services:\n" + "\n".join("    " + l for l in r.stdout.splitlines()), flush=True)
+    check("drain" in r.stdout and "7" in r.stdout.replace(ends[0], "").replace(ends[1], ""),
+          f"the human table shows the drained backend's admin state and the weight 7:\n{r.stdout}")

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """The packaged ferryd under a real systemd as PID 1: a container booted with systemd-nspawn from
 this machine's root (nspawn.py), the .deb (deb.py, the one test_package built) installed with apt,
 ferryd serving a UDP reflect service on the AF_XDP fast path of the container's veth (host0) and a
@@ -23,8 +22,10 @@ import subprocess
 import threading
 import time
 
+import pytest
+
 import deb as deb_cache
-from harness import TestFailure, check, check_eq, run_tests, wait_until
+from harness import TestFailure, check, check_eq, wait_until
 from nspawn import Container
 from test_systemd_unit import unit_caps, unit_settings
 
@@ -258,8 +259,8 @@ def serving(l, added_service=False, announce=False, proxy=False):
     return c
 
 
-def apt_installs_the_package_enabled_and_started(w):
-    l = lab(w)
+def test_apt_installs_the_package_enabled_and_started(workdir):
+    l = lab(workdir)
     install(l)
     c = l.container
     check_eq(c.run("dpkg-query", "-W", "-f=${Status}", "ferry").stdout, "install ok installed",
@@ -279,8 +280,8 @@ def apt_installs_the_package_enabled_and_started(w):
              "/run/ferry (RuntimeDirectory=)")
 
 
-def start_reaches_active_with_status_and_serves_through_the_veth(w):
-    l = lab(w)
+def test_start_reaches_active_with_status_and_serves_through_the_veth(workdir):
+    l = lab(workdir)
     install(l)
     c = l.container
     c.run("systemctl", "stop", "ferryd", timeout=60)
@@ -323,8 +324,8 @@ def start_reaches_active_with_status_and_serves_through_the_veth(w):
     check_serves(l, "after start")
 
 
-def ferryctl_status_for_group_ferry_only(w):
-    l = lab(w)
+def test_ferryctl_status_for_group_ferry_only(workdir):
+    l = lab(workdir)
     c = serving(l)
     status = ctl(c, "status", user=MEMBER)
     check_eq(str(status["pid"]), unit(c, "MainPID"), f"ferryctl status as {MEMBER} (group ferry)")
@@ -335,8 +336,8 @@ def ferryctl_status_for_group_ferry_only(w):
     check("permission denied" in r.stderr and "(ferry)" in r.stderr, f"the refusal says why: {r.stderr}")
 
 
-def reload_applies_a_changed_config_and_refuses_a_broken_one(w):
-    l = lab(w)
+def test_reload_applies_a_changed_config_and_refuses_a_broken_one(workdir):
+    l = lab(workdir)
     c = serving(l)
     pid = unit(c, "MainPID")
     reloads = ctl(c, "status")["reloads"]
@@ -378,8 +379,8 @@ def reload_applies_a_changed_config_and_refuses_a_broken_one(w):
     c.write(CONFIG, ferry_config(l, added_service=True))
 
 
-def watchdog_kills_a_stopped_ferryd_and_systemd_restarts_it(w):
-    l = lab(w)
+def test_watchdog_kills_a_stopped_ferryd_and_systemd_restarts_it(workdir):
+    l = lab(workdir)
     c = serving(l, added_service=True)
     props = unit(c, "MainPID", "NRestarts")
     old, restarts = props["MainPID"], int(props["NRestarts"])
@@ -408,8 +409,8 @@ def announced_routes(c):
     return sorted(r["dst"] for r in json.loads(out or "[]"))
 
 
-def sigkill_is_followed_by_the_units_withdraw_and_a_restart_announces_again(w):
-    l = lab(w)
+def test_sigkill_is_followed_by_the_units_withdraw_and_a_restart_announces_again(workdir):
+    l = lab(workdir)
     c = serving(l, added_service=True, announce=True)
     wait_until(lambda: announced_routes(c) == [l.vip], 20, "the VIP in the announce table")
     check_eq(ctl(c, "announce")["vips"][0]["announced"], True, "ferryctl announce")
@@ -486,8 +487,8 @@ def af_xdp_sockets(c):
     return c.run("python3", "-c", AF_XDP_SOCKETS).stdout.split()
 
 
-def stop_leaves_no_xdp_program_no_socket_and_the_veth_to_the_kernel(w):
-    l = lab(w)
+def test_stop_leaves_no_xdp_program_no_socket_and_the_veth_to_the_kernel(workdir):
+    l = lab(workdir)
     c = serving(l, added_service=True)
     pid = unit(c, "MainPID")
     sockets = af_xdp_sockets(c)
@@ -721,8 +722,8 @@ def check_handed_over(l, old, new, restarts, cursor, what, binary="/usr/sbin/fer
     return journal
 
 
-def ferryctl_upgrade_hands_over_and_the_unit_follows_the_new_process(w):
-    l = lab(w)
+def test_ferryctl_upgrade_hands_over_and_the_unit_follows_the_new_process(workdir):
+    l = lab(workdir)
     c = upgrade_lab(l)
     props = unit(c, "MainPID", "NRestarts")
     old, restarts = props["MainPID"], int(props["NRestarts"])
@@ -907,16 +908,16 @@ def package_upgrade_hands_over(l, w, what):
     check_upgrade_lab_serves(l, f"after {what}")
 
 
-def a_package_upgrade_hands_over_to_the_new_binary(w):
-    l = lab(w)
+def test_a_package_upgrade_hands_over_to_the_new_binary(workdir):
+    l = lab(workdir)
     upgrade_lab(l)
-    package_upgrade_hands_over(l, w, "the package upgrade")
+    package_upgrade_hands_over(l, workdir, "the package upgrade")
 
 
-def a_package_upgrade_whose_new_binary_rejects_the_config_leaves_the_old_serving(w):
-    l = lab(w)
+def test_a_package_upgrade_whose_new_binary_rejects_the_config_leaves_the_old_serving(workdir):
+    l = lab(workdir)
     c = upgrade_lab(l)
-    version, deb, old, restarts, cursor = prepared_package_upgrade(l, w, FERRYD_REJECTING_CONFIG)
+    version, deb, old, restarts, cursor = prepared_package_upgrade(l, workdir, FERRYD_REJECTING_CONFIG)
     try:
         with UnitWatch(c) as watch:
             out = apt_upgrade(c, deb)
@@ -938,13 +939,13 @@ def a_package_upgrade_whose_new_binary_rejects_the_config_leaves_the_old_serving
         check_upgrade_lab_serves(l, "with the refused upgrade")
     finally:
         # A fixed build next: the ferryd that served on hands over to it.
-        package_upgrade_hands_over(l, w, "the fixed package")
+        package_upgrade_hands_over(l, workdir, "the fixed package")
 
 
-def a_package_upgrade_whose_handover_fails_restarts_ferryd(w):
-    l = lab(w)
+def test_a_package_upgrade_whose_handover_fails_restarts_ferryd(workdir):
+    l = lab(workdir)
     c = upgrade_lab(l)
-    version, deb, old, restarts, cursor = prepared_package_upgrade(l, w, FERRYD_REFUSING_TAKEOVER)
+    version, deb, old, restarts, cursor = prepared_package_upgrade(l, workdir, FERRYD_REFUSING_TAKEOVER)
     out = apt_upgrade(c, deb)
     check_eq(installed_version(c), version, "dpkg status after the upgrade")
     print(f"  postinst: {postinst_lines(out)}", flush=True)
@@ -970,7 +971,7 @@ def a_package_upgrade_whose_handover_fails_restarts_ferryd(w):
     check_upgrade_lab_serves(l, "after the fallback restart")
 
 
-def powering_off_leaves_nothing_on_the_host(w):
+def test_powering_off_leaves_nothing_on_the_host(workdir):
     check(LAB is not None, "no container was started")
     LAB.container.close()
     check_eq(LAB.container.leftovers(), [], "left on the host after the container powered off")
@@ -980,23 +981,14 @@ def _terminated(signum, frame):
     raise KeyboardInterrupt(f"signal {signum}")  # unwinds through every finally: the container goes
 
 
-if __name__ == "__main__":
-    signal.signal(signal.SIGTERM, _terminated)
+@pytest.fixture(scope="module", autouse=True)
+def container_powered_off_at_the_end():
+    """The booted container (LAB, which the tests share in order: installed, started, reloaded,
+    upgraded, powered off) goes when the file ends, also when meson's timeout SIGTERMs it."""
+    before = signal.signal(signal.SIGTERM, _terminated)
     try:
-        run_tests([
-            apt_installs_the_package_enabled_and_started,
-            start_reaches_active_with_status_and_serves_through_the_veth,
-            ferryctl_status_for_group_ferry_only,
-            reload_applies_a_changed_config_and_refuses_a_broken_one,
-            watchdog_kills_a_stopped_ferryd_and_systemd_restarts_it,
-            sigkill_is_followed_by_the_units_withdraw_and_a_restart_announces_again,
-            stop_leaves_no_xdp_program_no_socket_and_the_veth_to_the_kernel,
-            ferryctl_upgrade_hands_over_and_the_unit_follows_the_new_process,
-            a_package_upgrade_hands_over_to_the_new_binary,
-            a_package_upgrade_whose_new_binary_rejects_the_config_leaves_the_old_serving,
-            a_package_upgrade_whose_handover_fails_restarts_ferryd,
-            powering_off_leaves_nothing_on_the_host,
-        ])
+        yield
     finally:
+        signal.signal(signal.SIGTERM, before)
         if LAB is not None:
             LAB.container.close()

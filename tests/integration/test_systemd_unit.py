@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """systemd/ferryd.service: systemd-analyze accepts it, docs/operations.md shows its current
 security exposure, and what it grants is exactly enough. The unit's identity, capabilities,
 memlock limit and no_new_privs are applied with prlimit + setpriv, as the service manager would,
@@ -17,14 +16,14 @@ import re
 import resource
 import shutil
 import signal
-import socket
 import subprocess
+import sys
 import time
 
 from harness import (FERRYD, SOURCE_ROOT, ControlClient, Notifications, TestFailure, check, check_eq,
-                     ok, run_tests)
+                     ok)
 from netns import xdp_attached
-from test_fastpath import CLIENT, Lab, fastpath_config
+from test_fastpath import fastpath_config
 
 UNIT = os.path.join(SOURCE_ROOT, "systemd", "ferryd.service")
 OPERATIONS_MD = os.path.join(SOURCE_ROOT, "docs", "operations.md")
@@ -105,16 +104,16 @@ def write_unit_for_build(w):
     return path
 
 
-def unit_passes_systemd_analyze_verify(w):
-    path = write_unit_for_build(w)
+def test_unit_passes_systemd_analyze_verify(workdir):
+    path = write_unit_for_build(workdir)
     r = subprocess.run(["systemd-analyze", "verify", path], capture_output=True, text=True, timeout=60,
-                       env=dict(os.environ, MANPATH=w.file("man"), SYSTEMD_LOG_LEVEL="notice"))
+                       env=dict(os.environ, MANPATH=workdir.file("man"), SYSTEMD_LOG_LEVEL="notice"))
     check_eq(r.returncode, 0, f"systemd-analyze verify: {r.stdout} {r.stderr}")
     check_eq(r.stderr.strip() + r.stdout.strip(), "", "systemd-analyze verify says nothing")
 
 
-def operations_md_shows_the_current_security_exposure(w):
-    path = write_unit_for_build(w)
+def test_operations_md_shows_the_current_security_exposure(workdir):
+    path = write_unit_for_build(workdir)
     r = subprocess.run(["systemd-analyze", "security", "--offline=true", "--no-pager", path],
                        capture_output=True, text=True, timeout=60)
     check_eq(r.returncode, 0, f"systemd-analyze security: {r.stderr}")
@@ -248,28 +247,24 @@ print(got.decode())
 """
 
 
-def run_confined(w, caps, memlock, prefix=()):
-    """Starts the confined ferryd in a fresh lab; returns (lab, daemon, ready-or-exit-status)."""
-    lab = Lab()
-    try:
-        cfg_path, sock = lab_config(w)
-        d = ConfinedFerryd(w, lab, cfg_path, caps, memlock, prefix)
-        return lab, d, d.wait_ready_or_exit(), sock
-    except Exception:
-        lab.close()
-        raise
+def run_confined(w, lab, caps, memlock, prefix=()):
+    """Starts the confined ferryd in the fast-path lab; returns (daemon, ready-or-exit-status,
+    control socket)."""
+    cfg_path, sock = lab_config(w)
+    d = ConfinedFerryd(w, lab, cfg_path, caps, memlock, prefix)
+    return d, d.wait_ready_or_exit(), sock
 
 
-def unit_grants_enough_for_xdp_afxdp_and_io_uring(w):
+def test_unit_grants_enough_for_xdp_afxdp_and_io_uring(workdir, fastpath_lab):
+    lab = fastpath_lab
     _, ambient = unit_caps(unit_settings())
-    lab, d, state, sock = run_confined(w, ambient, granted_memlock())
+    d, state, sock = run_confined(workdir, lab, ambient, granted_memlock())
     try:
         check_eq(state, "ready", f"ferryd with the unit's privileges starts:\n{d.log()}")
         check(xdp_attached(lab.gw, "g0") and xdp_attached(lab.gw, "g1"), "XDP on both ports")
-        lab.start_echo(w)
         res = lab.converse("unit", flows=6, rounds=1)
         check_eq(res["ok"], 6, f"UDP through AF_XDP: {res}")
-        r = lab.client.run("timeout", "20", "python3", "-c", TCP_ECHO_CLIENT, TCP_VIP, str(TCP_PORT),
+        r = lab.client.run("timeout", "20", sys.executable, "-c", TCP_ECHO_CLIENT, TCP_VIP, str(TCP_PORT),
                            check=False)
         check_eq(r.stdout.strip(), "ferry-unit-check", f"TCP echo on port {TCP_PORT}: {r.stderr}")
         with ControlClient(sock) as c:
@@ -282,13 +277,12 @@ def unit_grants_enough_for_xdp_afxdp_and_io_uring(w):
         check("pinning" not in d.log(), f"workers pinned without a warning:\n{d.log()}")
     finally:
         d.close()
-        lab.close()
 
 
-def refused_start_log(w, caps, memlock, what):
+def refused_start_log(w, lab, caps, memlock, what):
     """Runs the confined ferryd expecting it to refuse to start; returns its log, or None if it
     started after all."""
-    lab, d, state, _ = run_confined(w, caps, memlock)
+    d, state, _ = run_confined(w, lab, caps, memlock)
     try:
         log = d.log()
         if state == "ready":
@@ -299,21 +293,20 @@ def refused_start_log(w, caps, memlock, what):
         return log
     finally:
         d.close()
-        lab.close()
 
 
-def each_granted_capability_is_needed(w):
+def test_each_granted_capability_is_needed(workdir, fastpath_lab):
     _, ambient = unit_caps(unit_settings())
     started = [cap for cap in ambient
-               if refused_start_log(w, [c for c in ambient if c != cap], granted_memlock(),
-                                    f"without {cap}") is None]
+               if refused_start_log(workdir, fastpath_lab, [c for c in ambient if c != cap],
+                                    granted_memlock(), f"without {cap}") is None]
     check(not started, f"ferryd started without {started}: the unit grants more than it needs")
 
 
-def a_memlock_limit_below_the_umem_is_not_enough(w):
+def test_a_memlock_limit_below_the_umem_is_not_enough(workdir, fastpath_lab):
     _, ambient = unit_caps(unit_settings())
     check_eq(unit_settings()["LimitMEMLOCK"], ["infinity"], "LimitMEMLOCK")
-    log = refused_start_log(w, ambient, str(SMALL_MEMLOCK), "with memlock 1 MiB")
+    log = refused_start_log(workdir, fastpath_lab, ambient, str(SMALL_MEMLOCK), "with memlock 1 MiB")
     check(log is not None, "with a 1 MiB memlock limit the 4 MiB UMEM cannot be registered")
     check("No buffer space available" in log, f"the UMEM registration is what fails:\n{log}")
 
@@ -349,25 +342,24 @@ def allowed_syscalls(filters):
     return allowed
 
 
-def every_syscall_passes_the_unit_filter(w):
+def test_every_syscall_passes_the_unit_filter(workdir, fastpath_lab):
+    lab = fastpath_lab
     settings = unit_settings()
     _, ambient = unit_caps(settings)
     allowed = allowed_syscalls(settings["SystemCallFilter"])
-    trace = w.file("run/ferryd.strace")  # written by the service uid, in the dir it owns
-    lab, d, state, sock = run_confined(w, ambient, granted_memlock(),
-                                       prefix=("strace", "-f", "-qq", "-o", trace))
+    trace = workdir.file("run/ferryd.strace")  # written by the service uid, in the dir it owns
+    d, state, sock = run_confined(workdir, lab, ambient, granted_memlock(),
+                                  prefix=("strace", "-f", "-qq", "-o", trace))
     try:
         check_eq(state, "ready", f"ferryd under strace starts:\n{d.log()}")
-        lab.start_echo(w)
         check_eq(lab.converse("trace", flows=4, rounds=1)["ok"], 4, "UDP through AF_XDP")
-        lab.client.run("timeout", "20", "python3", "-c", TCP_ECHO_CLIENT, TCP_VIP, str(TCP_PORT))
+        lab.client.run("timeout", "20", sys.executable, "-c", TCP_ECHO_CLIENT, TCP_VIP, str(TCP_PORT))
         with ControlClient(sock) as c:
             ok(c.request("reload"), "reload")
             ok(c.request("stats"), "stats")
         check_eq(d.stop(), 0, f"exit status after SIGTERM:\n{d.log()}")
     finally:
         d.close()
-        lab.close()
     used, families, paths, written, wx = set(), set(), set(), set(), []
     with open(trace) as f:
         for line in f:
@@ -412,18 +404,7 @@ def every_syscall_passes_the_unit_filter(w):
     proc_other = [p for p in paths if p.startswith("/proc/") and not re.match(r"/proc/(self|thread-self|\d+)/", p)]
     print(f"  /proc files outside its own, hidden by ProcSubset=pid: {' '.join(sorted(proc_other))}")
     check(not [p for p in paths if p.startswith(("/home", "/root"))], f"home directories read: {paths}")
-    check(not [p for p in paths if p.startswith("/tmp/") and not p.startswith(w.path + "/")],
+    check(not [p for p in paths if p.startswith("/tmp/") and not p.startswith(workdir.path + "/")],
           f"/tmp files other than the test's (PrivateTmp=): {paths}")
     check(not [p for p in paths if p.startswith("/dev/")], f"device nodes (PrivateDevices=): {paths}")
     check(not wx, f"writable+executable memory (MemoryDenyWriteExecute=): {wx}")
-
-
-if __name__ == "__main__":
-    run_tests([
-        unit_passes_systemd_analyze_verify,
-        operations_md_shows_the_current_security_exposure,
-        unit_grants_enough_for_xdp_afxdp_and_io_uring,
-        each_granted_capability_is_needed,
-        a_memlock_limit_below_the_umem_is_not_enough,
-        every_syscall_passes_the_unit_filter,
-    ])

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """The TCP echo service of the real daemon, on the io_uring runtime: byte-exact echo with many
 connections and large messages, the runtime's workers in status/workers, reload adding and
 removing the service, and an idle daemon starting no TCP worker."""
@@ -8,7 +7,7 @@ import random
 import socket
 import threading
 
-from harness import base_config, check, check_eq, ok, run_tests, running
+from harness import base_config, check, check_eq, ok
 
 
 def free_port():
@@ -41,51 +40,46 @@ def echo_roundtrip(port, sizes, errors):
         errors.append(repr(e))
 
 
-def echo_is_byte_exact_for_many_connections(w):
+def test_echo_is_byte_exact_for_many_connections(workdir, ferryd):
     port = free_port()
-    with running(w, base_config(w, services=[echo_service(port)])) as d:
-        status = ok(d.request("status"))["tcp"]
-        check_eq(status["running"], True, "tcp runtime running")
-        check_eq([l["service"] for l in status["listeners"]], ["echo"], "listeners")
-        rng = random.Random(7)
-        errors, threads = [], []
-        for _ in range(64):
-            sizes = [rng.choice([1, 100, 4096, 65536, rng.randint(1, 1 << 20)]) for _ in range(4)]
-            t = threading.Thread(target=echo_roundtrip, args=(port, sizes, errors))
-            t.start()
-            threads.append(t)
-        for t in threads:
-            t.join(timeout=120)
-        check_eq(errors, [], "echo errors")
-        workers = ok(d.request("workers"))["workers"]
-        tcp = [x for x in workers if x["kind"] == "tcp"]
-        check_eq(len(tcp), 2, f"two tcp workers (tcp.workers default): {workers}")
-        check(all(x["alive"] for x in tcp), "tcp workers alive")
-        check(sum(x.get("tasks_run", 0) for x in tcp) > 0, f"tasks ran: {tcp}")
+    d = ferryd(base_config(workdir, services=[echo_service(port)]))
+    status = ok(d.request("status"))["tcp"]
+    check_eq(status["running"], True, "tcp runtime running")
+    check_eq([l["service"] for l in status["listeners"]], ["echo"], "listeners")
+    rng = random.Random(7)
+    errors, threads = [], []
+    for _ in range(64):
+        sizes = [rng.choice([1, 100, 4096, 65536, rng.randint(1, 1 << 20)]) for _ in range(4)]
+        t = threading.Thread(target=echo_roundtrip, args=(port, sizes, errors))
+        t.start()
+        threads.append(t)
+    for t in threads:
+        t.join(timeout=120)
+    check_eq(errors, [], "echo errors")
+    workers = ok(d.request("workers"))["workers"]
+    tcp = [x for x in workers if x["kind"] == "tcp"]
+    check_eq(len(tcp), 2, f"two tcp workers (tcp.workers default): {workers}")
+    check(all(x["alive"] for x in tcp), "tcp workers alive")
+    check(sum(x.get("tasks_run", 0) for x in tcp) > 0, f"tasks ran: {tcp}")
 
 
-def idle_daemon_starts_no_tcp_worker_and_reload_adds_and_removes(w):
+def test_idle_daemon_starts_no_tcp_worker_and_reload_adds_and_removes(workdir, ferryd):
     port = free_port()
-    cfg = base_config(w)
-    with running(w, cfg) as d:
-        check_eq(ok(d.request("status"))["tcp"]["running"], False, "no TCP service, no runtime")
-        check_eq([x for x in ok(d.request("workers"))["workers"] if x["kind"] == "tcp"], [],
-                 "no tcp workers")
-        cfg["services"] = [echo_service(port)]
-        w.write_config(cfg)
-        result = ok(d.request("reload"), "reload adding echo")
-        check_eq(result["tcp"]["added"], ["echo"], f"added: {result}")
-        errors = []
-        echo_roundtrip(port, [12345], errors)
-        check_eq(errors, [], "echo after reload")
-        cfg["services"] = []
-        w.write_config(cfg)
-        ok(d.request("reload"), "reload removing echo")
-        with socket.socket() as s:
-            check(s.connect_ex(("127.0.0.1", port)) != 0, "listener closed after removal")
-        check_eq(d.stop(), 0, "graceful stop")
-
-
-if __name__ == "__main__":
-    run_tests([echo_is_byte_exact_for_many_connections,
-               idle_daemon_starts_no_tcp_worker_and_reload_adds_and_removes])
+    cfg = base_config(workdir)
+    d = ferryd(cfg)
+    check_eq(ok(d.request("status"))["tcp"]["running"], False, "no TCP service, no runtime")
+    check_eq([x for x in ok(d.request("workers"))["workers"] if x["kind"] == "tcp"], [],
+             "no tcp workers")
+    cfg["services"] = [echo_service(port)]
+    workdir.write_config(cfg)
+    result = ok(d.request("reload"), "reload adding echo")
+    check_eq(result["tcp"]["added"], ["echo"], f"added: {result}")
+    errors = []
+    echo_roundtrip(port, [12345], errors)
+    check_eq(errors, [], "echo after reload")
+    cfg["services"] = []
+    workdir.write_config(cfg)
+    ok(d.request("reload"), "reload removing echo")
+    with socket.socket() as s:
+        check(s.connect_ex(("127.0.0.1", port)) != 0, "listener closed after removal")
+    check_eq(d.stop(), 0, "graceful stop")

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """`ferryctl top` against the real ferryd in the fast-path lab: while a client sends UDP to a
 balanced service (echoed by three backends), TCP to an echo service and connections to a proxy
 service whose only backend is down, `top --once --json` shows each (service, protocol) with the
@@ -8,11 +7,10 @@ same rows; `watch`'s header carries the fast path's rates whatever families it s
 stopped ferryd is exit status 3."""
 import json
 import socket
-import subprocess
 import threading
 import time
 
-from harness import FERRYCTL, check, check_eq, ok, run_tests, running, wait_until
+from harness import check, check_eq, ferryctl, ok, running, wait_until
 from fastpath_lab import (BACKENDS, CLIENT, GATEWAY_BACKEND_SIDE, PORT, VIP, Lab,
                           fastpath_config, inside)
 
@@ -42,11 +40,6 @@ while time.monotonic() < end:
     time.sleep(0.004)
 print(n)
 """
-
-
-def ctl(d, *args, timeout=30):
-    return subprocess.run([FERRYCTL, "--socket", d.socket_path, *args], capture_output=True,
-                          text=True, timeout=timeout)
 
 
 def top_config(w):
@@ -115,12 +108,12 @@ def row(doc, service, protocol):
     return rows[0]
 
 
-def top_shows_what_the_traffic_makes(w):
+def test_top_shows_what_the_traffic_makes(workdir):
     lab = Lab()
     load = None
     try:
-        lab.start_echo(w)
-        with running(w, top_config(w), netns=lab.gw.name) as d:
+        lab.start_echo(workdir)
+        with running(workdir, top_config(workdir), netns=lab.gw.name) as d:
             wait_until(lambda: [b["state"] for s in ok(d.request("services"))["services"]
                                 if s["name"] == "web" for b in s["backends"]] == ["down"],
                        20, "the web backend seen down")
@@ -129,7 +122,7 @@ def top_shows_what_the_traffic_makes(w):
             # Traffic first (the echo log shows replies), then two frames over 2 s each.
             wait_until(lambda: len(open(lab.echo_log).read().splitlines()) > 300, 20,
                        "echo backends answering")
-            r = ctl(d, "top", "--json", "--count", "2", "--interval-ms", "2000")
+            r = ferryctl(d, "top", "--json", "--count", "2", "--interval-ms", "2000", timeout=30)
             check_eq(r.returncode, 0, f"top --json ({r.stderr})")
             frames = [json.loads(line) for line in r.stdout.splitlines()]
             check_eq(len(frames), 2, "--count 2 gives two JSON frames")
@@ -172,7 +165,7 @@ def top_shows_what_the_traffic_makes(w):
             check(doc["traffic"]["fastpath"]["rx_packets_per_second"] >=
                   udp["in_packets_per_second"], f"fast path rx covers the service: {doc['traffic']}")
 
-            r = ctl(d, "top", "--once", "--backends", "--reasons", "--sort", "name")
+            r = ferryctl(d, "top", "--once", "--backends", "--reasons", "--sort", "name", timeout=30)
             check_eq(r.returncode, 0, f"top --once ({r.stderr})")
             lines = r.stdout.splitlines()
             check(lines[0].split()[1:3] == ["ferryd", "pid"] and "fast path rx" in lines[0],
@@ -189,7 +182,7 @@ def top_shows_what_the_traffic_makes(w):
             check("{" not in r.stdout, f"no JSON in the table:\n{r.stdout}")
 
             # watch shows only what it is asked for; its header still has the traffic rates.
-            r = ctl(d, "watch", "ferry_control_", "--count", "2", "--interval-ms", "500")
+            r = ferryctl(d, "watch", "ferry_control_", "--count", "2", "--interval-ms", "500", timeout=30)
             check_eq(r.returncode, 0, f"watch ({r.stderr})")
             last = r.stdout.strip().split("\n\n")[-2:]
             check("fast path rx" in last[0] and "- pps" not in last[0], f"watch header:\n{last[0]}")
@@ -197,14 +190,9 @@ def top_shows_what_the_traffic_makes(w):
             client.wait(30)
             load.close()  # before ferryd stops, so the connections end on the client's side
             load = None
-        r = subprocess.run([FERRYCTL, "--socket", d.socket_path, "top", "--once"],
-                           capture_output=True, text=True, timeout=10)
+        r = ferryctl(d, "top", "--once", timeout=10)
         check_eq(r.returncode, 3, f"top with ferryd stopped: {r.stderr}")
     finally:
         if load:
             load.close()
         lab.close()
-
-
-if __name__ == "__main__":
-    run_tests([top_shows_what_the_traffic_makes])

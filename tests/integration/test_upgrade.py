@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Zero-downtime upgrades (issue 17): `ferryctl upgrade` and SIGUSR2 hand a running ferryd's
 listeners, XDP links and maps, AF_XDP sockets and UMEM to a new ferryd started from the binary on
 disk. The lab (upgrade_lab.py): client -- ferry gateway -- backends, a UDP service through the
@@ -26,8 +25,10 @@ import signal
 import statistics
 import time
 
+import pytest
+
 from fastpath_lab import frames_by_queue, quiescent, total
-from harness import FERRYD, ControlClient, TestFailure, check, check_eq, ok, run_tests, wait_until
+from harness import FERRYD, ControlClient, TestFailure, check, check_eq, ok, wait_until
 from netns import xdp_attached
 from test_faults import check_frames_conserved
 from upgrade_lab import (DRAIN_TIMEOUT_MS, FASTPATH_UP_LINE, GONE_MARGIN_S, OFFER_LINE,
@@ -40,6 +41,12 @@ FLOW_BASE = 40000
 PERIOD_S = 0.010
 FD_TOLERANCE = 2
 GONE_S = DRAIN_TIMEOUT_MS / 1000 + GONE_MARGIN_S
+
+
+@pytest.fixture(scope="module", autouse=True)
+def subreaper():
+    """A new ferryd whose parent, the old one, exited is this process's child to reap."""
+    become_subreaper()
 
 
 def figure(key, value):
@@ -113,8 +120,8 @@ def upgrade_with_ferryctl(lineage, what):
             "flows_carried": out.get("flows_carried")}
 
 
-def twenty_upgrades_under_load_lose_nothing(w):
-    rig = Rig(w)
+def test_twenty_upgrades_under_load_lose_nothing(workdir):
+    rig = Rig(workdir)
     try:
         lineage = rig.start()
         rig.check_serving("before the upgrades")
@@ -296,7 +303,7 @@ def refused_upgrade_under_load(w, break_config, reason_of, tag):
         rig.close()
 
 
-def invalid_config_refused_with_its_position_and_the_old_serves_on(w):
+def test_invalid_config_refused_with_its_position_and_the_old_serves_on(workdir):
     def break_config(rig, good):
         bad = json.loads(json.dumps(good))
         bad["tcp"]["proxy"]["drain_timeout_ms"] = 4000000
@@ -309,15 +316,15 @@ def invalid_config_refused_with_its_position_and_the_old_serves_on(w):
         line = r.stderr.strip().splitlines()[-1]
         check(line.startswith(f"{path}:") and "drain_timeout_ms" in line, f"FILE:LINE:COL: {line}")
         return line
-    refused_upgrade_under_load(w, break_config, reason_of, "invalid_config")
+    refused_upgrade_under_load(workdir, break_config, reason_of, "invalid_config")
 
 
-def missing_interface_refused_and_the_old_serves_on(w):
+def test_missing_interface_refused_and_the_old_serves_on(workdir):
     def break_config(rig, good):
         bad = json.loads(json.dumps(good))
         bad["xdp"]["interfaces"].append({"name": "nope9"})
         return rig.w.write_config(bad)
-    refused_upgrade_under_load(w, break_config, lambda rig, path: "nope9", "missing_interface")
+    refused_upgrade_under_load(workdir, break_config, lambda rig, path: "nope9", "missing_interface")
 
 
 # Where in the handover a kill lands: the log line it waits for (None: the upgrade's reply, i.e.
@@ -453,8 +460,8 @@ def check_no_failed_point(outcomes, victim):
           f"(without a restart the test had to do): {failed}")
 
 
-def sigkill_of_the_new_mid_handover_leaves_a_serving_ferryd(w):
-    outcomes = kill_during_handover(w, "new")
+def test_sigkill_of_the_new_mid_handover_leaves_a_serving_ferryd(workdir):
+    outcomes = kill_during_handover(workdir, "new")
     check_no_failed_point(outcomes, "new")
     # Until the old ferryd pauses its workers for the new one, it never stops forwarding.
     unpaused = [o for o in outcomes if o["outcome"] == "old served on" and not o["fast_path_rebound"]]
@@ -462,8 +469,8 @@ def sigkill_of_the_new_mid_handover_leaves_a_serving_ferryd(w):
              f"UDP lost where the old ferryd had not paused: {unpaused}")
 
 
-def sigkill_of_the_old_mid_handover_leaves_a_serving_ferryd(w):
-    check_no_failed_point(kill_during_handover(w, "old"), "old")
+def test_sigkill_of_the_old_mid_handover_leaves_a_serving_ferryd(workdir):
+    check_no_failed_point(kill_during_handover(workdir, "old"), "old")
 
 
 def taken_over_from(lineage, old):
@@ -476,8 +483,8 @@ def taken_over_from(lineage, old):
     return st if st["pid"] != old and (st["handover"] or {}).get("from_pid") == old else None
 
 
-def sigusr2_upgrades_and_a_second_upgrade_meanwhile_is_busy(w):
-    rig = Rig(w)
+def test_sigusr2_upgrades_and_a_second_upgrade_meanwhile_is_busy(workdir):
+    rig = Rig(workdir)
     try:
         lineage = rig.start()
         rig.check_serving("before")
@@ -514,15 +521,3 @@ def sigusr2_upgrades_and_a_second_upgrade_meanwhile_is_busy(w):
         check_eq(sorted(missing), [], f"keys of status.handover missing (it has {sorted(h)})")
     finally:
         rig.close()
-
-
-if __name__ == "__main__":
-    become_subreaper()
-    run_tests([
-        twenty_upgrades_under_load_lose_nothing,
-        invalid_config_refused_with_its_position_and_the_old_serves_on,
-        missing_interface_refused_and_the_old_serves_on,
-        sigkill_of_the_new_mid_handover_leaves_a_serving_ferryd,
-        sigkill_of_the_old_mid_handover_leaves_a_serving_ferryd,
-        sigusr2_upgrades_and_a_second_upgrade_meanwhile_is_busy,
-    ])

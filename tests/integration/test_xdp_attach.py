@@ -1,11 +1,9 @@
-#!/usr/bin/env python3
 """The XDP program on real veth interfaces in a private netns: attached through a bpf_link in
 native or generic mode, counting what passes, detached on SIGTERM and by the kernel on SIGKILL."""
-import signal
-import subprocess
 
-from harness import (Daemon, base_config, check, check_eq, ok, run_tests, running, wait_until,
-                     TestFailure)
+import sys
+
+from harness import Daemon, base_config, check, check_eq, ok, running, wait_until
 from netns import Netns, veth, xdp_attached
 
 
@@ -26,10 +24,10 @@ def xdp_cfg(w, mode="auto"):
     return base_config(w, xdp={"interfaces": [{"name": "fx0", "mode": mode}]})
 
 
-def attaches_native_counts_passes_and_detaches_on_sigterm(w):
+def test_attaches_native_counts_passes_and_detaches_on_sigterm(workdir):
     gw, peer = lab()
     try:
-        with running(w, xdp_cfg(w), netns=gw.name) as d:
+        with running(workdir, xdp_cfg(workdir), netns=gw.name) as d:
             check(xdp_attached(gw, "fx0"), "ip link shows the XDP program")
             status = ok(d.request("status"))["xdp"]
             check_eq(status["program_loaded"], True, "program loaded")
@@ -47,15 +45,15 @@ def attaches_native_counts_passes_and_detaches_on_sigterm(w):
         peer.close()
 
 
-def sigkill_leaves_no_program_and_restart_works(w):
+def test_sigkill_leaves_no_program_and_restart_works(workdir):
     gw, peer = lab()
     try:
-        cfg = xdp_cfg(w)
-        with running(w, cfg, netns=gw.name) as d:
+        cfg = xdp_cfg(workdir)
+        with running(workdir, cfg, netns=gw.name) as d:
             check(xdp_attached(gw, "fx0"), "attached")
             d.kill()
             wait_until(lambda: not xdp_attached(gw, "fx0"), 5, "kernel to release the bpf_link")
-        with running(w, cfg, netns=gw.name, name="second") as d2:
+        with running(workdir, cfg, netns=gw.name, name="second") as d2:
             check(xdp_attached(gw, "fx0"), "attached again by the new daemon")
             check_eq(ok(d2.request("status"))["state"], "running", "second daemon serves")
     finally:
@@ -63,10 +61,10 @@ def sigkill_leaves_no_program_and_restart_works(w):
         peer.close()
 
 
-def generic_mode_is_honoured(w):
+def test_generic_mode_is_honoured(workdir):
     gw, peer = lab()
     try:
-        with running(w, xdp_cfg(w, "generic"), netns=gw.name) as d:
+        with running(workdir, xdp_cfg(workdir, "generic"), netns=gw.name) as d:
             status = ok(d.request("status"))["xdp"]
             check_eq(status["interfaces"][0]["mode"], "generic", "mode")
             check("xdpgeneric" in gw.ip("link", "show", "dev", "fx0").stdout, "ip link says xdpgeneric")
@@ -75,11 +73,11 @@ def generic_mode_is_honoured(w):
         peer.close()
 
 
-def missing_interface_fails_start_clearly(w):
+def test_missing_interface_fails_start_clearly(workdir):
     gw = Netns("gw")
     try:
-        cfg = base_config(w, xdp={"interfaces": [{"name": "nosuch0"}]})
-        d = Daemon(w, w.write_config(cfg), netns=gw.name)
+        cfg = base_config(workdir, xdp={"interfaces": [{"name": "nosuch0"}]})
+        d = Daemon(workdir, workdir.write_config(cfg), netns=gw.name)
         try:
             check_eq(d.proc.wait(timeout=15), 1, "exit code")
             check("nosuch0: no such interface" in d.log(), f"clear error:\n{d.log()}")
@@ -89,22 +87,22 @@ def missing_interface_fails_start_clearly(w):
         gw.close()
 
 
-def reload_attaches_and_detaches_interfaces(w):
+def test_reload_attaches_and_detaches_interfaces(workdir):
     gw, peer = lab()
     try:
         veth(gw, "fx1", peer, "fx1p")
-        cfg = xdp_cfg(w)
-        with running(w, cfg, netns=gw.name) as d:
+        cfg = xdp_cfg(workdir)
+        with running(workdir, cfg, netns=gw.name) as d:
             cfg["xdp"]["interfaces"].append({"name": "fx1"})
-            w.write_config(cfg)
+            workdir.write_config(cfg)
             ok(d.request("reload"), "reload adding fx1")
             check(xdp_attached(gw, "fx1") and xdp_attached(gw, "fx0"), "both attached")
             cfg["xdp"]["interfaces"] = [{"name": "fx1"}]
-            w.write_config(cfg)
+            workdir.write_config(cfg)
             ok(d.request("reload"), "reload removing fx0")
             check(not xdp_attached(gw, "fx0") and xdp_attached(gw, "fx1"), "fx0 detached, fx1 kept")
             cfg["xdp"]["interfaces"].append({"name": "nosuch9"})
-            w.write_config(cfg)
+            workdir.write_config(cfg)
             resp = d.request("reload")
             check_eq(resp["ok"], False, "reload naming a missing interface is rejected")
             check(xdp_attached(gw, "fx1"), "fx1 still attached after the rejected reload")
@@ -150,21 +148,21 @@ def map_entries(ns, daemon, name):
     raise AssertionError(f"ferryd holds no map called {name}")
 
 
-def maps_follow_config_steer_services_and_drop_sources(w):
+def test_maps_follow_config_steer_services_and_drop_sources(workdir):
     gw, peer = lab()
     try:
         peer.ip("addr", "add", "10.211.0.200/24", "dev", "fx0p")
-        cfg = xdp_cfg(w)
+        cfg = xdp_cfg(workdir)
         cfg["xdp"]["drop"] = ["10.211.0.128/25"]
         cfg["services"] = [{"name": "svc", "vip": "10.211.0.1", "port": 5300, "protocols": ["udp"],
                             "backends": ["10.211.5.5:5300"]}]
-        with running(w, cfg, netns=gw.name) as d:
+        with running(workdir, cfg, netns=gw.name) as d:
             check_eq(len(map_entries(gw, d, "services")), 1, "services map entries")
             check_eq(len(map_entries(gw, d, "backends")), 1, "backends map entries")
             check_eq(len(map_entries(gw, d, "drop4")), 1, "drop4 map entries")
-            peer.run("python3", "-c", SEND_UDP, "10.211.0.2", "10.211.0.1", "5300", "40")
-            peer.run("python3", "-c", SEND_UDP, "10.211.0.200", "10.211.0.1", "5301", "25")
-            peer.run("python3", "-c", SEND_UDP, "10.211.0.2", "10.211.0.1", "5301", "10")
+            peer.run(sys.executable, "-c", SEND_UDP, "10.211.0.2", "10.211.0.1", "5300", "40")
+            peer.run(sys.executable, "-c", SEND_UDP, "10.211.0.200", "10.211.0.1", "5301", "25")
+            peer.run(sys.executable, "-c", SEND_UDP, "10.211.0.2", "10.211.0.1", "5301", "10")
             svc = samples(d, "ferry_xdp_service_packets_total")
             check_eq(svc.get((("direction", "in"), ("service", "svc"))), 40, "service steer counter")
             check_eq(svc.get((("direction", "out"), ("service", "svc"))), 0, "no backend replied")
@@ -176,25 +174,14 @@ def maps_follow_config_steer_services_and_drop_sources(w):
             check(act["pass"] >= 10, f"other UDP passed: {act}")
             cfg["services"] = []
             cfg["xdp"]["drop"] = []
-            w.write_config(cfg)
+            workdir.write_config(cfg)
             ok(d.request("reload"), "reload")
             check_eq(map_entries(gw, d, "services"), [], "services map emptied by reload")
             check_eq(map_entries(gw, d, "drop4"), [], "drop4 emptied by reload")
             check(xdp_attached(gw, "fx0"), "program stays attached through the reload")
-            peer.run("python3", "-c", SEND_UDP, "10.211.0.200", "10.211.0.1", "5301", "5")
+            peer.run(sys.executable, "-c", SEND_UDP, "10.211.0.200", "10.211.0.1", "5301", "5")
             act = {k[0][1]: v for k, v in samples(d, "ferry_xdp_packets_total").items()}
             check_eq(act["drop"], 25, "no drops after the prefix was removed")
     finally:
         gw.close()
         peer.close()
-
-
-if __name__ == "__main__":
-    run_tests([
-        attaches_native_counts_passes_and_detaches_on_sigterm,
-        sigkill_leaves_no_program_and_restart_works,
-        generic_mode_is_honoured,
-        missing_interface_fails_start_clearly,
-        reload_attaches_and_detaches_interfaces,
-        maps_follow_config_steer_services_and_drop_sources,
-    ])

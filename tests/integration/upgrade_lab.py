@@ -14,15 +14,14 @@ import json
 import os
 import signal
 import socket
-import subprocess
 import sys
 import threading
 import time
 
 from fastpath_lab import BACKENDS, CLIENT, GATEWAY_CLIENT_SIDE, PORT, VIP, Lab, fastpath_config, inside
 from fleet_lab import BACKEND_SCRIPT, FLOW_CLIENT, FlowClient
-from harness import (FERRYCTL, ControlClient, Daemon, Piped, TestFailure, check, check_eq,
-                     ok, wait_until)
+from harness import (ControlClient, Daemon, Piped, TestFailure, check, check_eq, ferryctl, ok,
+                     wait_until)
 from proxy_peers import Backend, BlockingClient, Pattern, Tally, hello, hello_port, op, proxy_service
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -98,11 +97,6 @@ def rss_bytes(pid):
             if line.startswith("VmRSS:"):
                 return int(line.split()[1]) * 1024
     raise TestFailure(f"no VmRSS for pid {pid}")
-
-
-def ferryctl(socket_path, *args, timeout=90):
-    return subprocess.run([FERRYCTL, "--socket", socket_path, *args], capture_output=True,
-                          text=True, timeout=timeout)
 
 
 class Lineage:
