@@ -92,6 +92,109 @@ void end_session(Session* s) {
   tracker.ended();
 }
 
+// Where reading an accepted PROXY header stands after one recv.
+struct HeaderStep {
+  bool finished = false;  // read no more: the header is whole, or `rejected` says why not
+  std::optional<HeaderReject> rejected;
+  const char* why = "";
+};
+
+HeaderReject header_reject_of(pp::Reject reason) {
+  return reason == pp::Reject::absent     ? HeaderReject::absent
+         : reason == pp::Reject::too_long ? HeaderReject::too_long
+                                          : HeaderReject::malformed;
+}
+
+// Adds one recv's result `n` (bytes, 0 at EOF, or a negative errno) to what the client sent so
+// far and judges the header; a whole one with addresses names the connection's ends.
+HeaderStep take_header_bytes(int n, ClientStart& start, ConnectionEnds& ends) {
+  if (n <= 0) {
+    if (n == -ETIMEDOUT) return {true, HeaderReject::timeout, "not complete within 3 s"};
+    return {true, HeaderReject::truncated, "the client closed before its end"};
+  }
+  start.received += static_cast<std::size_t>(n);
+  const pp::ParseResult r = pp::parse(std::span(start.bytes.data(), start.received));
+  if (r.status == pp::Status::done) {
+    start.header_bytes = r.consumed;
+    if (r.has_addresses) {
+      ends.client = r.source;
+      ends.vip = r.destination;
+      ends.known = true;
+    }
+    return {true, std::nullopt, ""};
+  }
+  if (r.status == pp::Status::rejected) return {true, header_reject_of(r.reason), r.why};
+  if (start.received == start.bytes.size()) {  // the parser bounds itself below this
+    return {true, HeaderReject::too_long, "longer than 536 bytes"};
+  }
+  return {};
+}
+
+// The backends one session tries, in order: none twice, at most connect_attempts of them.
+struct ConnectAttempts {
+  std::array<std::uint16_t, kMaxAttempts> tried{};
+  std::size_t count = 0;
+
+  // The next backend to try (a retry after the first is counted), or nullptr when none is left.
+  const Backend* next(BackendPool& pool, std::uint64_t hash, ServiceCounters& counters) {
+    std::optional<std::uint16_t> pick = pool.pick(hash, std::span(tried.data(), count));
+    if (!pick) return nullptr;
+    tried[count] = *pick;
+    if (count++ > 0) bump(counters.retries);
+    return &pool.backend(*pick);
+  }
+};
+
+// A connected backend socket becomes the session's: its latency and counts go to the backend.
+void adopt_backend(Session* s, const Backend& b, UniqueFd fd,
+                   std::chrono::steady_clock::time_point started) {
+  b.stats->connect_latency.observe(
+      static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                     std::chrono::steady_clock::now() - started)
+                                     .count()));
+  b.stats->active.fetch_add(1, std::memory_order_relaxed);
+  bump(b.stats->total);
+  s->backend = std::move(fd);
+  s->target = &b;
+}
+
+// No backend took the connection (and no sweep reset it meanwhile): counted, logged at the first
+// and every 1000th, and the client reset.
+void report_no_backend(Session* s, std::size_t attempts) {
+  ProxyService& svc = *s->service;
+  bump(svc.counters().failed);
+  const std::uint64_t failed = read(svc.counters().failed);
+  if (failed == 1 || failed % 1000 == 0) {
+    log::warning("service {}: no backend reachable after {} attempts; client reset ({} so far)",
+                 svc.name(), attempts, failed);
+  }
+  abort_socket(s->client.get());
+}
+
+// What the backend receives before anything forwarded: the outgoing PROXY header, then the
+// client data read with an incoming one. The iovecs point into `header` and the ClientStart.
+struct FirstBytes {
+  pp::Built header;
+  std::array<iovec, 2> iov{};
+  std::size_t count = 0;
+  std::span<const iovec> spans() const { return {iov.data(), count}; }
+};
+
+void gather_first_bytes(FirstBytes& first, const ProxySettings& settings,
+                        const ConnectionEnds& ends, std::span<const std::uint8_t> early) {
+  if (settings.send_header != config::ProxyProtocol::off) {
+    const pp::Version version =
+        settings.send_header == config::ProxyProtocol::v1 ? pp::Version::v1 : pp::Version::v2;
+    first.header =
+        ends.known ? pp::build(version, ends.client, ends.vip) : pp::build_unknown(version);
+  }
+  if (first.header.size > 0)
+    first.iov[first.count++] = {first.header.bytes.data(), first.header.size};
+  if (!early.empty()) {
+    first.iov[first.count++] = {const_cast<std::uint8_t*>(early.data()), early.size()};
+  }
+}
+
 // One direction: receive from `src` into the home's buffer ring, send the spans to `dst` as
 // they are, give them back once sent; EOF becomes shutdown(SHUT_WR), an error a reset of both.
 runtime::Task forward(Session* s, bool to_backend) {
@@ -180,9 +283,8 @@ runtime::Task proxy_session(runtime::Worker& home, std::shared_ptr<ProxyService>
     // The header first, whole, within kHeaderTimeoutMs of the accept; nothing of the client
     // reaches a backend before it is valid.
     const std::int64_t deadline_ms = steady_now_ms() + kHeaderTimeoutMs;
-    std::optional<HeaderReject> rejected;
-    const char* why = "";
-    for (;;) {
+    HeaderStep step;
+    while (!step.finished) {
       const std::int64_t left_ms = deadline_ms - steady_now_ms();
       int n = -ETIMEDOUT;
       if (left_ms > 0) {
@@ -190,37 +292,10 @@ runtime::Task proxy_session(runtime::Worker& home, std::shared_ptr<ProxyService>
             s->client.get(), start.bytes.data() + start.received,
             start.bytes.size() - start.received, static_cast<std::uint32_t>(left_ms));
       }
-      if (n <= 0) {
-        rejected = n == -ETIMEDOUT ? HeaderReject::timeout : HeaderReject::truncated;
-        why = n == -ETIMEDOUT ? "not complete within 3 s" : "the client closed before its end";
-        break;
-      }
-      start.received += static_cast<std::size_t>(n);
-      const pp::ParseResult r = pp::parse(std::span(start.bytes.data(), start.received));
-      if (r.status == pp::Status::done) {
-        start.header_bytes = r.consumed;
-        if (r.has_addresses) {
-          ends.client = r.source;
-          ends.vip = r.destination;
-          ends.known = true;
-        }
-        break;
-      }
-      if (r.status == pp::Status::rejected) {
-        rejected = r.reason == pp::Reject::absent     ? HeaderReject::absent
-                   : r.reason == pp::Reject::too_long ? HeaderReject::too_long
-                                                      : HeaderReject::malformed;
-        why = r.why;
-        break;
-      }
-      if (start.received == start.bytes.size()) {  // the parser bounds itself below this
-        rejected = HeaderReject::too_long;
-        why = "longer than 536 bytes";
-        break;
-      }
+      step = take_header_bytes(n, start, ends);
     }
-    if (rejected) {
-      if (!s->was_reset()) count_rejected(s, *rejected, why);
+    if (step.rejected) {
+      if (!s->was_reset()) count_rejected(s, *step.rejected, step.why);
       end_session(s);
       co_return;
     }
@@ -229,81 +304,51 @@ runtime::Task proxy_session(runtime::Worker& home, std::shared_ptr<ProxyService>
     ends = socket_ends(s->client.get(), settings.send_header != config::ProxyProtocol::off);
   }
   const std::uint64_t hash = ends.known ? client_hash(ends.client.address) : 0;
-  std::array<std::uint16_t, kMaxAttempts> tried{};
-  std::size_t attempts = 0;
+  ConnectAttempts attempts;
   const std::size_t max_attempts = std::min<std::size_t>(settings.connect_attempts, kMaxAttempts);
-  while (attempts < max_attempts && !s->was_reset()) {
-    std::optional<std::uint16_t> pick = pool.pick(hash, std::span(tried.data(), attempts));
-    if (!pick) break;
-    tried[attempts] = *pick;
-    if (attempts++ > 0) bump(svc.counters().retries);
-    const Backend& b = pool.backend(*pick);
-    UniqueFd fd(::socket(b.endpoint.address.is_v4() ? AF_INET : AF_INET6,
+  while (attempts.count < max_attempts && !s->was_reset()) {
+    const Backend* b = attempts.next(pool, hash, svc.counters());
+    if (b == nullptr) break;
+    UniqueFd fd(::socket(b->endpoint.address.is_v4() ? AF_INET : AF_INET6,
                          SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
     if (!fd) {
-      bump(b.stats->connect_failures);
+      bump(b->stats->connect_failures);
       continue;
     }
     svc.set_backend_fd(*s, fd.get());
     const auto started = std::chrono::steady_clock::now();
-    const int rc = co_await runtime::connect_with_timeout(fd.get(), b.address, b.address_len,
+    const int rc = co_await runtime::connect_with_timeout(fd.get(), b->address, b->address_len,
                                                           settings.connect_timeout_ms);
     if (rc == 0 && !s->was_reset()) {
-      b.stats->connect_latency.observe(
-          static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                         std::chrono::steady_clock::now() - started)
-                                         .count()));
-      b.stats->active.fetch_add(1, std::memory_order_relaxed);
-      bump(b.stats->total);
-      s->backend = std::move(fd);
-      s->target = &b;
+      adopt_backend(s, *b, std::move(fd), started);
       break;
     }
-    if (!s->was_reset()) bump(b.stats->connect_failures);
+    if (!s->was_reset()) bump(b->stats->connect_failures);
     svc.set_backend_fd(*s, -1);
   }
   if (s->target == nullptr) {
-    if (!s->was_reset()) {
-      bump(svc.counters().failed);
-      const std::uint64_t failed = read(svc.counters().failed);
-      if (failed == 1 || failed % 1000 == 0) {
-        log::warning("service {}: no backend reachable after {} attempts; client reset ({} so far)",
-                     svc.name(), attempts, failed);
-      }
-      abort_socket(s->client.get());
-    }
+    if (!s->was_reset()) report_no_backend(s, attempts.count);
     end_session(s);
     co_return;
   }
   set_nodelay(s->client.get());
   set_nodelay(s->backend.get());
-  // The outgoing header, then the client data read with an incoming one, both before the
-  // forwarding starts: nothing of the client can overtake or split them.
-  pp::Built header;
-  if (settings.send_header != config::ProxyProtocol::off) {
-    const pp::Version version =
-        settings.send_header == config::ProxyProtocol::v1 ? pp::Version::v1 : pp::Version::v2;
-    header = ends.known ? pp::build(version, ends.client, ends.vip) : pp::build_unknown(version);
-  }
-  const std::span<const std::uint8_t> early = start.data();
-  if (header.size > 0 || !early.empty()) {
-    std::array<iovec, 2> first{};
-    std::size_t count = 0;
-    if (header.size > 0) first[count++] = {header.bytes.data(), header.size};
-    if (!early.empty()) {
-      first[count++] = {const_cast<std::uint8_t*>(early.data()), early.size()};
-    }
+  // The first bytes go before the forwarding starts: nothing of the client can overtake or
+  // split them.
+  FirstBytes first;
+  gather_first_bytes(first, settings, ends, start.data());
+  if (first.count > 0) {
     std::vector<iovec> cursor;
-    const std::int64_t sent =
-        co_await runtime::send_all(s->backend.get(), std::span(first.data(), count), cursor);
+    const std::int64_t sent = co_await runtime::send_all(s->backend.get(), first.spans(), cursor);
     if (sent < 0 || s->was_reset()) {
       // The backend went away before the first bytes: an ordinary failed connection.
       s->abort();
       end_session(s);
       co_return;
     }
-    bump(svc.counters().bytes_in, early.size());
-    bump(s->target->stats->bytes_in, early.size());
+    const std::size_t early_bytes = start.data().size();
+    bump(svc.counters().bytes_in, early_bytes);
+    bump(s->target->stats->bytes_in, early_bytes);
   }
   s->touch();
   s->directions.store(2, std::memory_order_release);

@@ -281,54 +281,63 @@ RecvEvent RecvEngine::handle(RecvSocket& socket, const io_uring_cqe& cqe) {
     socket.outstanding_ = false;
     ++socket.ended_;
   }
-
   RecvEvent event;
-  bool gave_back = false;
-  spans_.clear();
-  // A negative result never committed a buffer (io_kbuf_commit ignores negative lengths).
-  if ((cqe.flags & IORING_CQE_F_BUFFER) != 0 && cqe.res >= 0) {
-    auto bid = static_cast<std::uint16_t>(cqe.flags >> IORING_CQE_BUFFER_SHIFT);
-    BufferRing::Consumed c =
-        buffers_.consume(bid, static_cast<std::uint32_t>(cqe.res), modes_.bundle,
-                         (cqe.flags & IORING_CQE_F_BUF_MORE) != 0, spans_);
-    if (c.status != BufferRing::ConsumeStatus::ok) counters_.protocol_errors.add();
-    event.buffers = c.buffers;
-    gave_back = c.given_back > 0;
-    if (capped()) {
-      spend_credit(socket, c.ring_bytes, static_cast<std::uint32_t>(cqe.res), more);
-      if (more) shrink_if_small(socket);
-    }
-    if (recv_limit(socket) > 0 && modes_.multishot && !total_cap_refused_) total_cap_seen_ = true;
-  } else if (cqe.res > 0) {
-    counters_.protocol_errors.add();  // data without a buffer: the SQE lost IOSQE_BUFFER_SELECT
-  }
-
+  const bool gave_back = take_buffers(socket, cqe, more, event);
   if (cqe.res > 0) {
-    counters_.recv_bytes.add(spans_.bytes());
-    counters_.buffers_per_cqe.observe(event.buffers);
-    counters_.bytes_per_cqe.observe(cqe.res);
-    if (spans_.size() > 2) counters_.multi_span_cqes.add();
-    if (socket.state_ == RecvSocket::State::closing) {
-      buffers_.release(spans_.view());  // nobody wants bytes that arrive after close()
-    } else {
-      event.kind = RecvEvent::Kind::data;
-      event.spans = spans_.view();
-      event.bytes = static_cast<std::uint32_t>(spans_.bytes());
-    }
+    deliver_data(socket, cqe.res, event);
     // Normal with bundles when the recv emptied the ring, and after every single-shot recv.
     if (!more) after_recv_ended(socket);
     if (gave_back) wake_parked();
     return event;
   }
   if (more) return event;  // a live multishot recv reported nothing: nothing to do
+  return end_without_data(socket, cqe.res);
+}
 
+inline bool RecvEngine::take_buffers(RecvSocket& socket, const io_uring_cqe& cqe, bool more,
+                                     RecvEvent& event) {
+  spans_.clear();
+  // A negative result never committed a buffer (io_kbuf_commit ignores negative lengths).
+  if ((cqe.flags & IORING_CQE_F_BUFFER) == 0 || cqe.res < 0) {
+    if (cqe.res > 0) counters_.protocol_errors.add();  // the SQE lost IOSQE_BUFFER_SELECT
+    return false;
+  }
+  auto bid = static_cast<std::uint16_t>(cqe.flags >> IORING_CQE_BUFFER_SHIFT);
+  BufferRing::Consumed c = buffers_.consume(bid, static_cast<std::uint32_t>(cqe.res), modes_.bundle,
+                                            (cqe.flags & IORING_CQE_F_BUF_MORE) != 0, spans_);
+  if (c.status != BufferRing::ConsumeStatus::ok) counters_.protocol_errors.add();
+  event.buffers = c.buffers;
+  if (capped()) {
+    spend_credit(socket, c.ring_bytes, static_cast<std::uint32_t>(cqe.res), more);
+    if (more) shrink_if_small(socket);
+  }
+  if (recv_limit(socket) > 0 && modes_.multishot && !total_cap_refused_) total_cap_seen_ = true;
+  return c.given_back > 0;
+}
+
+inline void RecvEngine::deliver_data(RecvSocket& socket, int res, RecvEvent& event) {
+  counters_.recv_bytes.add(spans_.bytes());
+  counters_.buffers_per_cqe.observe(event.buffers);
+  counters_.bytes_per_cqe.observe(res);
+  if (spans_.size() > 2) counters_.multi_span_cqes.add();
+  if (socket.state_ == RecvSocket::State::closing) {
+    buffers_.release(spans_.view());  // nobody wants bytes that arrive after close()
+    return;
+  }
+  event.kind = RecvEvent::Kind::data;
+  event.spans = spans_.view();
+  event.bytes = static_cast<std::uint32_t>(spans_.bytes());
+}
+
+inline RecvEvent RecvEngine::end_without_data(RecvSocket& socket, int res) {
   // The recv ended: its unused credit goes to the sockets waiting for it first (FIFO), this one
   // queues behind them if it wants to receive again.
   resize_want(socket);
   return_credit(socket);
   wake_parked();
   const bool closing = socket.state_ == RecvSocket::State::closing;
-  switch (cqe.res) {
+  RecvEvent event;
+  switch (res) {
     case -ENOBUFS:
       counters_.enobufs.add();
       if (closing) return finish(socket, RecvEvent::Kind::canceled, 0);
@@ -336,24 +345,7 @@ RecvEvent RecvEngine::handle(RecvSocket& socket, const io_uring_cqe& cqe) {
         socket.state_ = RecvSocket::State::idle;
         return event;
       }
-      if (capped()) {
-        // Credit never lends more than the ring holds, so this took a recv that went dormant
-        // and then received: wait behind the others for credit (no spin: credit needs bytes).
-        rearm_or_park(socket);
-        if (socket.state_ == RecvSocket::State::parked) event.kind = RecvEvent::Kind::parked;
-        return event;
-      }
-      // The data waits in the socket (TCP backpressure) until release() gives buffers back.
-      // Only buffers that came back after this recv was armed justify an immediate retry (they
-      // may have been released while the completion sat in the queue); without that rule a
-      // stale count could re-arm into -ENOBUFS again and again.
-      if (buffers_.free_buffers() > 0 && buffers_.buffers_added() != socket.armed_at_added_) {
-        counters_.rearms.add();
-        arm(socket);
-        return event;
-      }
-      park(socket);
-      event.kind = RecvEvent::Kind::parked;
+      event.kind = retry_or_park_without_buffers(socket);
       return event;
     case -EINTR:
     case -EAGAIN:
@@ -374,7 +366,7 @@ RecvEvent RecvEngine::handle(RecvSocket& socket, const io_uring_cqe& cqe) {
         return event;
       }
       counters_.errors.add();
-      return finish(socket, RecvEvent::Kind::error, cqe.res);
+      return finish(socket, RecvEvent::Kind::error, res);
     case 0:
       counters_.eofs.add();
       return finish(socket, RecvEvent::Kind::eof, 0);
@@ -389,8 +381,29 @@ RecvEvent RecvEngine::handle(RecvSocket& socket, const io_uring_cqe& cqe) {
       return finish(socket, RecvEvent::Kind::canceled, 0);
     default:
       counters_.errors.add();
-      return finish(socket, RecvEvent::Kind::error, cqe.res);
+      return finish(socket, RecvEvent::Kind::error, res);
   }
+}
+
+inline RecvEvent::Kind RecvEngine::retry_or_park_without_buffers(RecvSocket& socket) {
+  if (capped()) {
+    // Credit never lends more than the ring holds, so this took a recv that went dormant
+    // and then received: wait behind the others for credit (no spin: credit needs bytes).
+    rearm_or_park(socket);
+    return socket.state_ == RecvSocket::State::parked ? RecvEvent::Kind::parked
+                                                      : RecvEvent::Kind::none;
+  }
+  // The data waits in the socket (TCP backpressure) until release() gives buffers back.
+  // Only buffers that came back after this recv was armed justify an immediate retry (they
+  // may have been released while the completion sat in the queue); without that rule a
+  // stale count could re-arm into -ENOBUFS again and again.
+  if (buffers_.free_buffers() > 0 && buffers_.buffers_added() != socket.armed_at_added_) {
+    counters_.rearms.add();
+    arm(socket);
+    return RecvEvent::Kind::none;
+  }
+  park(socket);
+  return RecvEvent::Kind::parked;
 }
 
 void RecvEngine::after_recv_ended(RecvSocket& socket) {

@@ -172,6 +172,12 @@ class RecvEngine {
   void park(RecvSocket& socket);
   void unpark(RecvSocket& socket);
   void wake_parked();
+  // handle()'s steps: the buffers a completion filled (true when some went back to the ring),
+  // the data event they make, and what a recv that ended without data leaves the socket in.
+  bool take_buffers(RecvSocket& socket, const io_uring_cqe& cqe, bool more, RecvEvent& event);
+  void deliver_data(RecvSocket& socket, int res, RecvEvent& event);
+  RecvEvent end_without_data(RecvSocket& socket, int res);
+  RecvEvent::Kind retry_or_park_without_buffers(RecvSocket& socket);  // after -ENOBUFS
   void after_recv_ended(RecvSocket& socket);
   void rearm_or_park(RecvSocket& socket);  // arm now, or wait (parked) for buffers or credit
   bool capped() const { return limits_.socket_cap_bytes > 0; }
