@@ -6,6 +6,8 @@
 #include <cstdlib>
 #include <stdexcept>
 
+#include "lib/quic/aes_engines.hh"
+
 namespace ferry::quic {
 
 std::string_view to_string(AesEngine engine) {
@@ -46,7 +48,7 @@ Aes128::Aes128(const AesKey& key, AesEngine engine) : engine_(engine) {
     throw std::invalid_argument("AES-NI requested on a CPU without it");
   }
   aes_detail::expand_key(key, encrypt_keys_);
-  if (engine == AesEngine::aesni) aes_detail::aesni_decrypt_keys(encrypt_keys_, decrypt_keys_);
+  aes_detail::expand_decrypt_keys(encrypt_keys_, decrypt_keys_);
 }
 
 void Aes128::encrypt(const std::uint8_t* in, std::uint8_t* out) const noexcept {
@@ -61,7 +63,7 @@ void Aes128::decrypt(const std::uint8_t* in, std::uint8_t* out) const noexcept {
   if (engine_ == AesEngine::aesni) {
     aes_detail::aesni_decrypt(decrypt_keys_, in, out);
   } else {
-    aes_detail::portable_decrypt(encrypt_keys_, in, out);
+    aes_detail::portable_decrypt(decrypt_keys_, in, out);
   }
 }
 

@@ -44,19 +44,9 @@ class Aes128 {
 
  private:
   alignas(16) RoundKeys encrypt_keys_{};
-  // AES-NI only: the equivalent inverse cipher's keys (InvMixColumns applied to rounds 1..9).
+  // The equivalent inverse cipher's keys: reverse order, InvMixColumns applied to rounds 1..9.
   alignas(16) RoundKeys decrypt_keys_{};
   AesEngine engine_;
 };
-
-// The engines (aes_portable.cc, aes_ni.cc), with the round keys above.
-namespace aes_detail {
-void expand_key(const AesKey& key, Aes128::RoundKeys& out);
-void portable_encrypt(const Aes128::RoundKeys& keys, const std::uint8_t* in, std::uint8_t* out);
-void portable_decrypt(const Aes128::RoundKeys& keys, const std::uint8_t* in, std::uint8_t* out);
-void aesni_decrypt_keys(const Aes128::RoundKeys& encrypt_keys, Aes128::RoundKeys& out);
-void aesni_encrypt(const Aes128::RoundKeys& keys, const std::uint8_t* in, std::uint8_t* out);
-void aesni_decrypt(const Aes128::RoundKeys& keys, const std::uint8_t* in, std::uint8_t* out);
-}  // namespace aes_detail
 
 }  // namespace ferry::quic

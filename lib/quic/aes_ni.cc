@@ -1,7 +1,8 @@
-// The AES-NI engine: ten AESENC/AESDEC rounds per block over the shared key schedule. Compiled
+// The AES-NI engine: ten AESENC/AESDEC rounds per block over the shared key schedules (AESDEC
+// takes the equivalent inverse cipher's keys, as expand_decrypt_keys makes them). Compiled
 // for the aes target per function, so the rest of ferry keeps the baseline ISA; Aes128 calls in
 // here only after cpu_has_aesni().
-#include "lib/quic/aes128.hh"
+#include "lib/quic/aes_engines.hh"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <wmmintrin.h>
@@ -19,17 +20,6 @@ FERRY_AESNI_TARGET inline void store(std::uint8_t* p, __m128i v) {
 }
 
 }  // namespace
-
-// The equivalent inverse cipher (FIPS-197 5.3.5): round keys in reverse order, InvMixColumns
-// applied to all but the first and last, which is what AESDEC expects.
-FERRY_AESNI_TARGET void aesni_decrypt_keys(const Aes128::RoundKeys& encrypt_keys,
-                                           Aes128::RoundKeys& out) {
-  store(out[0].data(), load(encrypt_keys[kAesRounds].data()));
-  for (std::size_t i = 1; i < kAesRounds; ++i) {
-    store(out[i].data(), _mm_aesimc_si128(load(encrypt_keys[kAesRounds - i].data())));
-  }
-  store(out[kAesRounds].data(), load(encrypt_keys[0].data()));
-}
 
 FERRY_AESNI_TARGET void aesni_encrypt(const Aes128::RoundKeys& keys, const std::uint8_t* in,
                                       std::uint8_t* out) {
@@ -56,9 +46,6 @@ FERRY_AESNI_TARGET void aesni_decrypt(const Aes128::RoundKeys& keys, const std::
 #include <cstdlib>
 
 namespace ferry::quic::aes_detail {
-void aesni_decrypt_keys(const Aes128::RoundKeys&, Aes128::RoundKeys&) {
-  std::abort();
-}
 void aesni_encrypt(const Aes128::RoundKeys&, const std::uint8_t*, std::uint8_t*) {
   std::abort();
 }

@@ -1,15 +1,19 @@
-// The portable AES-128 engine and the key expansion both engines share, straight from FIPS-197:
-// byte-wise rounds over a column-major state, S-boxes derived at compile time from GF(2^8).
+// The portable AES-128 engine and the key schedule both engines share, from FIPS-197: the S-boxes
+// and the round tables (SubBytes and MixColumns of one byte as one 32-bit word, the classic
+// "T-table" form) are derived at compile time from GF(2^8); a round is 16 lookups and XORs.
+// Table lookups depend on the data, so this engine is not constant-time; it is the fallback for
+// CPUs without AES-NI.
 #include <array>
 #include <cstdint>
 #include <cstring>
 
-#include "lib/quic/aes128.hh"
+#include "lib/quic/aes_engines.hh"
 
 namespace ferry::quic::aes_detail {
 namespace {
 
-using Table = std::array<std::uint8_t, 256>;
+using ByteTable = std::array<std::uint8_t, 256>;
+using WordTable = std::array<std::uint32_t, 256>;
 
 // Multiplication in GF(2^8) modulo x^8 + x^4 + x^3 + x + 1.
 constexpr std::uint8_t gf_mul(std::uint8_t a, std::uint8_t b) {
@@ -28,72 +32,113 @@ constexpr std::uint8_t rotl8(std::uint8_t v, int n) {
 
 // SubBytes: the multiplicative inverse (0 maps to 0), then the affine map with constant 0x63.
 // Inverses come from powers of the generator 0x03: inverse(3^i) = 3^(255-i).
-constexpr Table make_sbox() {
-  Table power{}, log{};
+constexpr ByteTable make_sbox() {
+  ByteTable power{}, log{};
   std::uint8_t p = 1;
   for (int i = 0; i < 255; ++i) {
     power[i] = p;
     log[p] = static_cast<std::uint8_t>(i);
     p = gf_mul(p, 0x03);
   }
-  Table inverse{};
-  for (int a = 1; a < 256; ++a) inverse[a] = power[(255 - log[a]) % 255];
-  Table box{};
+  ByteTable box{};
   for (int x = 0; x < 256; ++x) {
-    std::uint8_t b = inverse[x];
+    std::uint8_t b = x == 0 ? 0 : power[(255 - log[x]) % 255];
     box[x] =
         static_cast<std::uint8_t>(b ^ rotl8(b, 1) ^ rotl8(b, 2) ^ rotl8(b, 3) ^ rotl8(b, 4) ^ 0x63);
   }
   return box;
 }
 
-constexpr Table make_inverse(const Table& box) {
-  Table inv{};
+constexpr ByteTable make_inverse(const ByteTable& box) {
+  ByteTable inv{};
   for (int x = 0; x < 256; ++x) inv[box[x]] = static_cast<std::uint8_t>(x);
   return inv;
 }
 
-constexpr Table kSbox = make_sbox();
-constexpr Table kInverseSbox = make_inverse(kSbox);
+constexpr ByteTable kSbox = make_sbox();
+constexpr ByteTable kInverseSbox = make_inverse(kSbox);
 static_assert(kSbox[0x00] == 0x63 && kSbox[0x53] == 0xed, "FIPS-197 S-box spot values");
 
-using State = std::array<std::uint8_t, 16>;  // state[row + 4 * column]
-
-void add_round_key(State& s, const std::array<std::uint8_t, 16>& key) {
-  for (int i = 0; i < 16; ++i) s[i] ^= key[i];
+// A column word holds row r in bits 8r..8r+7. T[x] is box[x] times the MixColumns coefficients
+// of the row it comes from, spread over the four rows it feeds; the tables of rows 1..3 are
+// rotations of row 0's.
+constexpr std::uint32_t column(std::uint8_t r0, std::uint8_t r1, std::uint8_t r2, std::uint8_t r3) {
+  return std::uint32_t{r0} | std::uint32_t{r1} << 8 | std::uint32_t{r2} << 16 |
+         std::uint32_t{r3} << 24;
 }
 
-void sub_bytes(State& s, const Table& box) {
-  for (auto& b : s) b = box[b];
+constexpr WordTable make_round_table(const ByteTable& box, std::array<std::uint8_t, 4> m) {
+  WordTable t{};
+  for (int x = 0; x < 256; ++x) {
+    const std::uint8_t s = box[x];
+    t[x] = column(gf_mul(s, m[0]), gf_mul(s, m[1]), gf_mul(s, m[2]), gf_mul(s, m[3]));
+  }
+  return t;
 }
 
-// Row r moves r columns left (right for the inverse).
-void shift_rows(State& s, bool inverse) {
-  State t = s;
-  for (int r = 1; r < 4; ++r) {
-    for (int c = 0; c < 4; ++c) {
-      int moved = (c + r) % 4;
-      if (inverse) {
-        s[r + 4 * moved] = t[r + 4 * c];
-      } else {
-        s[r + 4 * c] = t[r + 4 * moved];
-      }
+constexpr std::uint32_t rotl32(std::uint32_t v, int bits) {
+  return v << bits | v >> (32 - bits);
+}
+
+// Encryption: MixColumns' column {02 01 01 03}; decryption: InvMixColumns' {0e 09 0d 0b}.
+constexpr WordTable kEncrypt0 = make_round_table(kSbox, {0x02, 0x01, 0x01, 0x03});
+constexpr WordTable kDecrypt0 = make_round_table(kInverseSbox, {0x0e, 0x09, 0x0d, 0x0b});
+// InvMixColumns alone (no S-box), for the decryption round keys.
+constexpr ByteTable make_identity() {
+  ByteTable t{};
+  for (int x = 0; x < 256; ++x) t[x] = static_cast<std::uint8_t>(x);
+  return t;
+}
+constexpr WordTable kInverseMix0 = make_round_table(make_identity(), {0x0e, 0x09, 0x0d, 0x0b});
+
+std::uint32_t load_column(const std::uint8_t* p) {
+  return column(p[0], p[1], p[2], p[3]);
+}
+void store_column(std::uint8_t* p, std::uint32_t v) {
+  p[0] = static_cast<std::uint8_t>(v);
+  p[1] = static_cast<std::uint8_t>(v >> 8);
+  p[2] = static_cast<std::uint8_t>(v >> 16);
+  p[3] = static_cast<std::uint8_t>(v >> 24);
+}
+
+std::uint8_t row(std::uint32_t word, int r) {
+  return static_cast<std::uint8_t>(word >> (8 * r));
+}
+
+// One full round: for output column c, row r comes from input column c + r (ShiftRows) or
+// c - r (InvShiftRows), through the row's table.
+void full_round(const WordTable& t0, int direction, const std::uint32_t in[4],
+                const std::uint8_t* key, std::uint32_t out[4]) {
+  for (int c = 0; c < 4; ++c) {
+    std::uint32_t v = t0[row(in[c], 0)];
+    v ^= rotl32(t0[row(in[(c + direction * 1 + 4) % 4], 1)], 8);
+    v ^= rotl32(t0[row(in[(c + direction * 2 + 4) % 4], 2)], 16);
+    v ^= rotl32(t0[row(in[(c + direction * 3 + 4) % 4], 3)], 24);
+    out[c] = v ^ load_column(key + 4 * c);
+  }
+}
+
+// The last round: S-box and row shift only.
+void last_round(const ByteTable& box, int direction, const std::uint32_t in[4],
+                const std::uint8_t* key, std::uint8_t* out) {
+  for (int c = 0; c < 4; ++c) {
+    for (int r = 0; r < 4; ++r) {
+      out[4 * c + r] = box[row(in[(c + direction * r + 4) % 4], r)] ^ key[4 * c + r];
     }
   }
 }
 
-// Each column times {02 03 01 01} (encrypt) or {0e 0b 0d 09} (decrypt), rotated per row.
-void mix_columns(State& s, bool inverse) {
-  const std::uint8_t m0 = inverse ? 0x0e : 0x02, m1 = inverse ? 0x0b : 0x03;
-  const std::uint8_t m2 = inverse ? 0x0d : 0x01, m3 = inverse ? 0x09 : 0x01;
+void run(const Aes128::RoundKeys& keys, const WordTable& t0, const ByteTable& box, int direction,
+         const std::uint8_t* in, std::uint8_t* out) {
+  std::uint32_t state[4], next[4];
   for (int c = 0; c < 4; ++c) {
-    std::uint8_t* col = &s[4 * c];
-    const std::uint8_t a0 = col[0], a1 = col[1], a2 = col[2], a3 = col[3];
-    col[0] = gf_mul(a0, m0) ^ gf_mul(a1, m1) ^ gf_mul(a2, m2) ^ gf_mul(a3, m3);
-    col[1] = gf_mul(a0, m3) ^ gf_mul(a1, m0) ^ gf_mul(a2, m1) ^ gf_mul(a3, m2);
-    col[2] = gf_mul(a0, m2) ^ gf_mul(a1, m3) ^ gf_mul(a2, m0) ^ gf_mul(a3, m1);
-    col[3] = gf_mul(a0, m1) ^ gf_mul(a1, m2) ^ gf_mul(a2, m3) ^ gf_mul(a3, m0);
+    state[c] = load_column(in + 4 * c) ^ load_column(keys[0].data() + 4 * c);
   }
+  for (std::size_t round = 1; round < kAesRounds; ++round) {
+    full_round(t0, direction, state, keys[round].data(), next);
+    std::memcpy(state, next, sizeof state);
+  }
+  last_round(box, direction, state, keys[kAesRounds].data(), out);
 }
 
 }  // namespace
@@ -121,36 +166,29 @@ void expand_key(const AesKey& key, Aes128::RoundKeys& out) {
   }
 }
 
-void portable_encrypt(const Aes128::RoundKeys& keys, const std::uint8_t* in, std::uint8_t* out) {
-  State s;
-  std::memcpy(s.data(), in, 16);
-  add_round_key(s, keys[0]);
-  for (std::size_t round = 1; round < kAesRounds; ++round) {
-    sub_bytes(s, kSbox);
-    shift_rows(s, false);
-    mix_columns(s, false);
-    add_round_key(s, keys[round]);
+// The equivalent inverse cipher's keys (FIPS-197 5.3.5), which AESDEC also expects: reverse
+// order, InvMixColumns applied to all but the first and the last.
+void expand_decrypt_keys(const Aes128::RoundKeys& encrypt_keys, Aes128::RoundKeys& out) {
+  out[0] = encrypt_keys[kAesRounds];
+  out[kAesRounds] = encrypt_keys[0];
+  for (std::size_t i = 1; i < kAesRounds; ++i) {
+    const std::uint8_t* k = encrypt_keys[kAesRounds - i].data();
+    for (int c = 0; c < 4; ++c) {
+      std::uint32_t v = kInverseMix0[k[4 * c]] ^ rotl32(kInverseMix0[k[4 * c + 1]], 8) ^
+                        rotl32(kInverseMix0[k[4 * c + 2]], 16) ^
+                        rotl32(kInverseMix0[k[4 * c + 3]], 24);
+      store_column(out[i].data() + 4 * c, v);
+    }
   }
-  sub_bytes(s, kSbox);
-  shift_rows(s, false);
-  add_round_key(s, keys[kAesRounds]);
-  std::memcpy(out, s.data(), 16);
 }
 
-void portable_decrypt(const Aes128::RoundKeys& keys, const std::uint8_t* in, std::uint8_t* out) {
-  State s;
-  std::memcpy(s.data(), in, 16);
-  add_round_key(s, keys[kAesRounds]);
-  for (std::size_t round = kAesRounds - 1; round >= 1; --round) {
-    shift_rows(s, true);
-    sub_bytes(s, kInverseSbox);
-    add_round_key(s, keys[round]);
-    mix_columns(s, true);
-  }
-  shift_rows(s, true);
-  sub_bytes(s, kInverseSbox);
-  add_round_key(s, keys[0]);
-  std::memcpy(out, s.data(), 16);
+void portable_encrypt(const Aes128::RoundKeys& keys, const std::uint8_t* in, std::uint8_t* out) {
+  run(keys, kEncrypt0, kSbox, +1, in, out);
+}
+
+void portable_decrypt(const Aes128::RoundKeys& decrypt_keys, const std::uint8_t* in,
+                      std::uint8_t* out) {
+  run(decrypt_keys, kDecrypt0, kInverseSbox, -1, in, out);
 }
 
 }  // namespace ferry::quic::aes_detail
