@@ -179,6 +179,27 @@ struct HealthCheckConfig {
   bool operator==(const HealthCheckConfig&) const = default;
 };
 
+// One QUIC-LB configuration of a UDP service (docs/config.md, draft-ietf-quic-load-balancers-21):
+// the servers behind the service encode their server ID in the connection IDs they issue, and the
+// fast path decodes it, so a connection keeps its backend when the client's address changes.
+struct QuicLbConfigEntry {
+  std::uint8_t id = 0;               // config rotation codepoint, 0..6
+  std::uint8_t server_id_bytes = 0;  // 1..15
+  std::uint8_t nonce_bytes = 0;      // 4..18; server_id_bytes + nonce_bytes <= 19
+  // AES-128; null: plaintext CIDs. Secret: to_json() writes "(set)" for it, and no message,
+  // report, metric or log line carries it.
+  std::optional<std::array<std::uint8_t, 16>> key;
+  bool operator==(const QuicLbConfigEntry&) const = default;
+};
+
+struct QuicLbConfig {
+  std::vector<QuicLbConfigEntry> configs;  // at least one, ids unique
+  bool operator==(const QuicLbConfig&) const = default;
+};
+
+// A backend's QUIC-LB server ID: 1..15 octets, the length of a configuration's server_id_bytes.
+using ServerId = std::vector<std::uint8_t>;
+
 struct ServiceConfig {
   std::string name;  // [A-Za-z0-9_.-]{1,64}, unique
   net::IpAddress vip;
@@ -197,10 +218,20 @@ struct ServiceConfig {
   // TCP proxy: the PROXY protocol header written to backends, and whether clients start with one.
   ProxyProtocol proxy_protocol = ProxyProtocol::off;
   bool accept_proxy_protocol = false;
+  // UDP proxy services: route QUIC packets by the server ID in their connection ID. null: off.
+  std::optional<QuicLbConfig> quic_lb;
+  // Same order as `backends` (may be short or empty): each backend's server ID, empty for none
+  // (such a backend gets only the packets that fall back to the 4-tuple). Read with server_id(i).
+  std::vector<ServerId> backend_server_ids;
 
   static constexpr std::uint32_t kMaxWeight = 256;
   std::uint32_t weight(std::size_t backend) const {
     return backend < backend_weights.size() ? backend_weights[backend] : 1;
+  }
+  const ServerId* server_id(std::size_t backend) const {
+    return backend < backend_server_ids.size() && !backend_server_ids[backend].empty()
+               ? &backend_server_ids[backend]
+               : nullptr;
   }
   bool operator==(const ServiceConfig&) const = default;
 };

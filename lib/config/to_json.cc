@@ -1,5 +1,6 @@
 // The effective config as JSON in the file's own shape, so `ferryctl config` output can be saved
-// and loaded again unchanged (parse_config(to_json(c).dump()) == c).
+// and loaded again unchanged (parse_config(to_json(c).dump()) == c), with one exception: a QUIC-LB
+// key is a secret and is written as "(set)", which the file must replace with the key again.
 #include <fmt/format.h>
 
 #include "lib/config/config.hh"
@@ -139,15 +140,38 @@ json proxy_protocol_json(ProxyProtocol p) {
   return p == ProxyProtocol::v1 ? "v1" : "v2";
 }
 
+std::string hex_text(const std::vector<std::uint8_t>& bytes) {
+  std::string out;
+  for (auto b : bytes) out += fmt::format("{:02x}", b);
+  return out;
+}
+
+// The key never leaves the file: "(set)" says there is one, null that the CIDs are plaintext.
+json quic_lb_json(const std::optional<QuicLbConfig>& q) {
+  if (!q) return nullptr;
+  json configs = json::array();
+  for (const auto& c : q->configs) {
+    configs.push_back({{"id", c.id},
+                       {"server_id_bytes", c.server_id_bytes},
+                       {"nonce_bytes", c.nonce_bytes},
+                       {"key", c.key ? json("(set)") : json(nullptr)}});
+  }
+  return {{"configs", std::move(configs)}};
+}
+
 json service_json(const ServiceConfig& s) {
   json backends = json::array();
   for (std::size_t i = 0; i < s.backends.size(); ++i) {
     // Weight 1 in the file's short form, so a config without weights prints as it was written.
     const std::uint32_t weight = s.weight(i);
-    if (weight == 1) {
+    const ServerId* server_id = s.server_id(i);
+    if (weight == 1 && server_id == nullptr) {
       backends.push_back(s.backends[i].to_string());
     } else {
-      backends.push_back({{"address", s.backends[i].to_string()}, {"weight", weight}});
+      json b = {{"address", s.backends[i].to_string()}};
+      if (weight != 1) b["weight"] = weight;
+      if (server_id) b["server_id"] = hex_text(*server_id);
+      backends.push_back(std::move(b));
     }
   }
   json health = s.health ? health_json(*s.health) : json(nullptr);
@@ -162,7 +186,8 @@ json service_json(const ServiceConfig& s) {
           {"health", std::move(health)},
           {"max_connections", s.max_connections},
           {"proxy_protocol", proxy_protocol_json(s.proxy_protocol)},
-          {"accept_proxy_protocol", s.accept_proxy_protocol}};
+          {"accept_proxy_protocol", s.accept_proxy_protocol},
+          {"quic_lb", quic_lb_json(s.quic_lb)}};
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <unordered_map>
 
 #include "lib/config/validate_health.hh"
+#include "lib/config/validate_quic_lb.hh"
 
 namespace ferry::config::schema {
 namespace {
@@ -69,9 +70,10 @@ class ServiceReader : public SchemaReader {
   }
 
   ServiceConfig read_service(const JsonValue& v, const std::string& path) const {
-    ObjectReader o(*this, v, path,
-                   {"name", "vip", "port", "protocols", "backends", "balance", "affinity", "mode",
-                    "health", "max_connections", "proxy_protocol", "accept_proxy_protocol"});
+    ObjectReader o(
+        *this, v, path,
+        {"name", "vip", "port", "protocols", "backends", "balance", "affinity", "mode", "health",
+         "max_connections", "proxy_protocol", "accept_proxy_protocol", "quic_lb"});
     ServiceConfig s;
     const JsonValue& name = o.require("name");
     s.name = read_string(name, o.path_of("name"), "a string (the service name)");
@@ -114,8 +116,12 @@ class ServiceReader : public SchemaReader {
     if (auto* m = o.get("max_connections")) {
       s.max_connections = read_u32(*m, o.path_of("max_connections"), 0, 16777216);
     }
+    if (auto* q = o.get("quic_lb"); q && q->kind != Kind::null) {
+      s.quic_lb = read_quic_lb(*this, *q, o.path_of("quic_lb"));
+    }
     check_service_mode(o, s, mode, protocols, backends);
     read_proxy_protocol(o, s);
+    check_quic_lb_service(*this, s, v, path);
     return s;
   }
 
@@ -162,10 +168,12 @@ class ServiceReader : public SchemaReader {
     }
   }
 
-  // Each entry is "ADDRESS:PORT" (weight 1) or {"address": "ADDRESS:PORT", "weight": W}.
+  // Each entry is "ADDRESS:PORT" (weight 1) or {"address": "ADDRESS:PORT", "weight": W,
+  // "server_id": "HEX"} (the QUIC-LB server ID, checked against quic_lb afterwards).
   void read_backends(const JsonValue& v, const std::string& path, ServiceConfig& s) const {
     expect(v, path, Kind::array,
-           "an array of \"ADDRESS:PORT\" strings and {\"address\", \"weight\"} objects");
+           "an array of \"ADDRESS:PORT\" strings and {\"address\", \"weight\", \"server_id\"} "
+           "objects");
     std::unordered_map<std::string, SourcePosition> seen;
     for (std::size_t i = 0; i < v.items.size(); ++i) {
       const JsonValue& item = v.items[i];
@@ -173,13 +181,16 @@ class ServiceReader : public SchemaReader {
       const JsonValue* address = &item;
       std::string address_path = item_path;
       std::uint32_t weight = 1;
+      ServerId server_id;
       if (item.kind == Kind::object) {
-        ObjectReader o(*this, item, item_path, {"address", "weight"});
+        ObjectReader o(*this, item, item_path, {"address", "weight", "server_id"});
         address = &o.require("address");
         address_path = o.path_of("address");
         if (auto* w = o.get("weight")) {
           weight = read_u32(*w, o.path_of("weight"), 0, ServiceConfig::kMaxWeight);
         }
+        if (auto* id = o.get("server_id"))
+          server_id = read_server_id(*this, *id, o.path_of("server_id"));
       } else if (item.kind != Kind::string) {
         fail(item.position, item_path,
              fmt::format("expected \"ADDRESS:PORT\" or {{\"address\": \"ADDRESS:PORT\", "
@@ -195,7 +206,12 @@ class ServiceReader : public SchemaReader {
       }
       s.backends.push_back(e);
       s.backend_weights.push_back(weight);
+      s.backend_server_ids.push_back(std::move(server_id));
     }
+    // Only a service that gives server IDs keeps the list (a config built by hand has none).
+    bool any_server_id = false;
+    for (const auto& id : s.backend_server_ids) any_server_id = any_server_id || !id.empty();
+    if (!any_server_id) s.backend_server_ids.clear();
   }
 
   void check_backend(const net::Endpoint& e, const JsonValue& at, const std::string& path,

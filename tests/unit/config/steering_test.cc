@@ -82,7 +82,8 @@ TEST(ConfigBackendWeights, UnknownKeyInABackendObjectSuggestsTheKnownOne) {
       "unknown key 'adress' in services[0].backends[0] (did you mean 'address'?)");
   EXPECT_ERROR_AT_TOKEN(
       service_with(R"([{"address": "10.0.1.2:53", "backup": true}])"), "\"backup\"",
-      "unknown key 'backup' in services[0].backends[0] (accepted: address, weight)");
+      "unknown key 'backup' in services[0].backends[0] (accepted: address, weight, "
+      "server_id)");
 }
 
 TEST(ConfigBackendWeights, ABackendObjectNeedsAnAddress) {
