@@ -175,8 +175,12 @@ TEST(RecvCreditDormancy, IdleRecvLendsItsCreditToASocketWithDataWaiting) {
     busy_verifier.check(e.spans);
     h.engine.release(e.spans);
   });
+  // The engine stamps a socket's activity and parking with the clock inside start(): ticks at
+  // times taken around the two starts are "before" and "after" them whatever the load.
+  const auto before_start = std::chrono::steady_clock::now();
   ASSERT_TRUE(h.engine.start(idle_socket));
   ASSERT_TRUE(h.engine.start(busy_socket));
+  const auto after_start = std::chrono::steady_clock::now();
   EXPECT_EQ(idle_socket.state(), State::armed);
   EXPECT_EQ(busy_socket.state(), State::parked);
   EXPECT_EQ(h.engine.credit_lent_bytes(), 16 * kKiB);
@@ -187,11 +191,10 @@ TEST(RecvCreditDormancy, IdleRecvLendsItsCreditToASocketWithDataWaiting) {
   ASSERT_EQ(::send(busy.client.get(), data.data(), data.size(), 0), static_cast<ssize_t>(kBytes));
   // Nothing is outstanding for the busy socket: no completion however long we wait.
   EXPECT_EQ(h.run_for(std::chrono::milliseconds(20)), 0u);
-  const auto armed_at = std::chrono::steady_clock::now();
-  h.engine.tick(armed_at);  // the idle recv is not dormant yet
+  h.engine.tick(before_start);  // the idle recv is not dormant yet
   EXPECT_EQ(busy_socket.state(), State::parked);
 
-  h.engine.tick(armed_at + std::chrono::milliseconds(60));
+  h.engine.tick(after_start + std::chrono::milliseconds(60));
   EXPECT_EQ(busy_socket.state(), State::armed);
   ASSERT_TRUE(h.run_until([&] { return busy_verifier.offset == kBytes; }));
   EXPECT_EQ(busy_verifier.mismatches, 0u);
