@@ -6,7 +6,7 @@ BUILD_FUZZ ?= build-fuzz
 BUILD_TSAN ?= build-tsan
 # Seconds each fuzz target runs: in `make fuzz`, and in the smoke run of `make test` (two at a time).
 FUZZ_SECONDS ?= 600
-FUZZ_SMOKE_SECONDS ?= 45
+FUZZ_SMOKE_SECONDS ?= 35
 
 # Exactly the Debian (bookworm) packages the demo needs: what configures the tree (meson looks
 # for gtest/gmock when it sets the tests up) and builds ferryd and ferryctl, and what the lab runs.
@@ -18,7 +18,8 @@ PACKAGES := $(DEMO_PACKAGES) libbenchmark-dev libfuzzer-14-dev \
 	iputils-ping iputils-tracepath prometheus netsniff-ng \
 	debhelper dpkg-dev fakeroot lintian systemd strace man-db python3-matplotlib python3-pytest \
 	dnsmasq-base bind9-dnsutils dnsperf nftables ccache systemd-container nginx-light haproxy \
-	bird2 iperf3 libnginx-mod-stream
+	bird2 iperf3 libnginx-mod-stream \
+	libngtcp2-dev libngtcp2-crypto-gnutls-dev libnghttp3-dev libgnutls28-dev ngtcp2-client
 
 .PHONY: all deps demo-deps build build-asan build-fuzz build-tsan test test-unit fuzz demo package clean
 

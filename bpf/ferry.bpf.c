@@ -328,8 +328,15 @@ static __always_inline int handle_l4(struct xdp_md *ctx, void *l4, void *data_en
     struct tcphdr *tcp = l4;
     if ((void *)(tcp + 1) > data_end) return verdict(ctx, FERRY_ACTION_MALFORMED, XDP_PASS);
     if (tcp->doff < 5) return verdict(ctx, FERRY_ACTION_MALFORMED, XDP_PASS);
+    /* An encapsulating service's TCP is balanced per packet by the workers. */
+    dst.port = tcp->dest;
+    copy_addr(dst.addr, daddr, addr_len);
+    struct ferry_service_value *svc = bpf_map_lookup_elem(&services, &dst);
+    if (svc && (svc->flags & FERRY_SERVICE_ENCAP)) {
+      return steer(ctx, svc->service_id, FERRY_DIRECTION_IN, FERRY_META_TO_SERVICE, 0);
+    }
   }
-  /* TCP is proxied by the kernel + io_uring; ICMP and the rest belong to the kernel. */
+  /* Other TCP is proxied by the kernel + io_uring; ICMP and the rest belong to the kernel. */
   return verdict(ctx, FERRY_ACTION_PASS, XDP_PASS);
 }
 

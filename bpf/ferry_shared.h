@@ -21,6 +21,10 @@ namespace ferry::bpf {
  * that very address and port): only for these is local_addrs looked up, so unchecked backends'
  * replies cost nothing more. */
 #define FERRY_BACKEND_LOCAL_REPLIES 1u
+/* A services entry of an encapsulating service (forwarding ipip or gue, direct server return):
+ * its TCP is steered to the workers too, which balance it per packet. Without it a TCP VIP is the
+ * kernel's (the io_uring proxy's listener). */
+#define FERRY_SERVICE_ENCAP 2u
 /* udp_hosts: (family, IPPROTO_UDP, port 0, address) -> FERRY_HOST_* flags, for the fragments of
  * a datagram after its first, which carry no ports: one to a UDP service's VIP, or from one of
  * their backends, goes to the worker that translates the whole datagram. */
@@ -79,7 +83,7 @@ struct ferry_endpoint_key {
 
 struct ferry_service_value {
   __u32 service_id; /* < FERRY_MAX_SERVICES: its service_counters are ferry_service_slot() */
-  __u32 flags;      /* backends map: FERRY_BACKEND_* */
+  __u32 flags;      /* services map: FERRY_SERVICE_*; backends map: FERRY_BACKEND_* */
 };
 
 /* What the program decided for a frame it steers, written in the XDP metadata area just before

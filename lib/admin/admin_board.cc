@@ -5,9 +5,10 @@
 namespace ferry::admin {
 namespace {
 
-std::pair<std::string, std::string> key_of(const std::string& service,
-                                           const net::Endpoint& backend) {
-  return {service, backend.to_string()};
+// By the endpoint itself, not its text: a lookup formats nothing.
+std::pair<std::string, net::Endpoint> key_of(const std::string& service,
+                                             const net::Endpoint& backend) {
+  return {service, backend};
 }
 
 }  // namespace
@@ -32,7 +33,7 @@ std::optional<AdminState> parse_admin_state(std::string_view text) {
 }
 
 void AdminBoard::configure(const std::vector<config::ServiceConfig>& services) {
-  std::map<std::pair<std::string, std::string>, BackendSteering> next;
+  std::map<std::pair<std::string, net::Endpoint>, BackendSteering> next;
   std::lock_guard lock(mutex_);
   for (const config::ServiceConfig& service : services) {
     for (std::size_t i = 0; i < service.backends.size(); ++i) {

@@ -73,7 +73,7 @@ class AdminBoard {
 
  private:
   mutable std::mutex mutex_;
-  std::map<std::pair<std::string, std::string>, BackendSteering> backends_;
+  std::map<std::pair<std::string, net::Endpoint>, BackendSteering> backends_;
 };
 
 }  // namespace ferry::admin

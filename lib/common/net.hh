@@ -5,6 +5,7 @@
 #include <sys/socket.h>
 
 #include <array>
+#include <compare>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -22,6 +23,8 @@ struct IpAddress {
   bool is_v4() const { return family == AF_INET; }
   int max_prefix_len() const { return is_v4() ? 32 : 128; }
   bool operator==(const IpAddress&) const = default;
+  // Family, then bytes: an order for maps keyed by addresses (not the text's order).
+  auto operator<=>(const IpAddress&) const = default;
 };
 
 // An address and a port. Text form: "10.0.0.1:53", "[2001:db8::1]:53".
@@ -35,6 +38,7 @@ struct Endpoint {
   socklen_t to_sockaddr(sockaddr_storage& storage) const;
   static std::optional<Endpoint> from_sockaddr(const sockaddr* sa, socklen_t len);
   bool operator==(const Endpoint&) const = default;
+  auto operator<=>(const Endpoint&) const = default;
 };
 
 // A CIDR prefix, "192.0.2.0/24". Host bits must be zero, so a typo is not silently widened.

@@ -162,6 +162,18 @@ std::string_view to_string(Affinity v) {
   return "?";
 }
 
+std::string_view to_string(Forwarding v) {
+  switch (v) {
+    case Forwarding::nat:
+      return "nat";
+    case Forwarding::ipip:
+      return "ipip";
+    case Forwarding::gue:
+      return "gue";
+  }
+  return "?";
+}
+
 std::string_view to_string(HealthCheckType v) {
   switch (v) {
     case HealthCheckType::tcp:
@@ -188,6 +200,12 @@ std::string_view to_string(DnsQueryType v) {
       return "AAAA";
   }
   return "?";
+}
+
+std::string server_id_text(const ServerId& id) {
+  std::string out;
+  for (std::uint8_t b : id) out += fmt::format("{:02x}", b);
+  return out;
 }
 
 }  // namespace ferry::config

@@ -30,6 +30,11 @@ enum class ServiceMode { proxy, echo, reflect };
 enum class Affinity { flow, none };
 // The PROXY protocol header a TCP proxy service writes to its backends (docs/proxy.md).
 enum class ProxyProtocol { off, v1, v2 };
+// How a proxy service's packets reach its backends: nat rewrites them (UDP on the fast path, TCP
+// through the proxy) and the replies come back through ferry; ipip and gue encapsulate them
+// unchanged (IP-in-IP, or GUE over UDP) on the fast path, and the backends reply to the client
+// directly: direct server return (docs/dsr.md).
+enum class Forwarding : std::uint8_t { nat, ipip, gue };
 
 struct Protocols {
   bool udp = false;
@@ -102,12 +107,23 @@ struct FlowTableConfig {
   bool operator==(const FlowTableConfig&) const = default;
 };
 
+// xdp.encap: the outer headers of encapsulating services ("forwarding": "ipip" | "gue").
+struct EncapConfig {
+  std::optional<net::IpAddress> source;      // IPv4 outer source, for IPv4 backends
+  std::optional<net::Prefix> source_prefix;  // IPv4, /8../32, holds `source`: IPIP outer sources
+                                             // vary within it per flow; null: always `source`
+  std::optional<net::IpAddress> source6;     // IPv6 outer source, for IPv6 backends
+  std::uint16_t gue_port = 6080;             // GUE outer UDP destination port, 1..65535
+  bool operator==(const EncapConfig&) const = default;
+};
+
 struct XdpConfig {
   std::vector<XdpInterfaceConfig> interfaces;
   UmemConfig umem;
   RingConfig rings;
   FlowTableConfig flows;
   std::vector<net::Prefix> drop;
+  std::optional<EncapConfig> encap;  // null: no service may encapsulate
   bool operator==(const XdpConfig&) const = default;
 };
 
@@ -199,6 +215,8 @@ struct QuicLbConfig {
 
 // A backend's QUIC-LB server ID: 1..15 octets, the length of a configuration's server_id_bytes.
 using ServerId = std::vector<std::uint8_t>;
+// Its text as the config writes it: two lowercase hex digits an octet ("0011").
+std::string server_id_text(const ServerId& id);
 
 struct ServiceConfig {
   std::string name;  // [A-Za-z0-9_.-]{1,64}, unique
@@ -212,7 +230,9 @@ struct ServiceConfig {
   std::vector<std::uint32_t> backend_weights;
   BalancePolicy balance = BalancePolicy::maglev;
   ServiceMode mode = ServiceMode::proxy;
-  Affinity affinity = Affinity::flow;       // UDP only; TCP ignores it
+  // ipip/gue: a proxy service on the fast path for both protocols (needs xdp.encap).
+  Forwarding forwarding = Forwarding::nat;
+  Affinity affinity = Affinity::flow;  // UDP, and TCP with forwarding ipip/gue; nat TCP ignores it
   std::optional<HealthCheckConfig> health;  // null: backends are always considered up
   std::uint32_t max_connections = 0;        // TCP proxy connections at once; 0 = no cap
   // TCP proxy: the PROXY protocol header written to backends, and whether clients start with one.
@@ -300,6 +320,7 @@ std::string_view to_string(IoReadyMode v);
 std::string_view to_string(BalancePolicy v);
 std::string_view to_string(ServiceMode v);
 std::string_view to_string(Affinity v);
+std::string_view to_string(Forwarding v);
 std::string_view to_string(HealthCheckType v);
 std::string_view to_string(DnsQueryType v);
 

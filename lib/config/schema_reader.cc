@@ -54,6 +54,13 @@ std::string join(std::span<const std::string_view> words) {
   return out;
 }
 
+bool is_unspecified(const net::IpAddress& a) {
+  for (auto b : a.bytes) {
+    if (b != 0) return false;
+  }
+  return true;
+}
+
 std::string position_text(SourcePosition p) {
   return fmt::format("{}:{}", p.line, p.column);
 }

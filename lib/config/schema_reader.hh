@@ -35,6 +35,8 @@ std::string position_text(SourcePosition p);
 std::string child(const std::string& path, std::string_view key);
 std::string element(const std::string& path, std::size_t index);
 bool is_power_of_two(std::int64_t n);
+// 0.0.0.0 or ::, which no vip or outer source may be.
+bool is_unspecified(const net::IpAddress& a);
 std::string_view protocol_name(bool tcp);
 
 class SchemaReader {

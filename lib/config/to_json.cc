@@ -43,6 +43,18 @@ json metrics_json(const MetricsConfig& m) {
           {"request_timeout_ms", m.request_timeout_ms}};
 }
 
+json address_or_null(const std::optional<net::IpAddress>& a) {
+  return a ? json(a->to_string()) : json(nullptr);
+}
+
+json encap_json(const std::optional<EncapConfig>& e) {
+  if (!e) return nullptr;
+  return {{"source", address_or_null(e->source)},
+          {"source_prefix", e->source_prefix ? json(e->source_prefix->to_string()) : json(nullptr)},
+          {"source6", address_or_null(e->source6)},
+          {"gue_port", e->gue_port}};
+}
+
 json xdp_json(const XdpConfig& x) {
   json interfaces = json::array();
   for (const auto& i : x.interfaces) {
@@ -61,7 +73,8 @@ json xdp_json(const XdpConfig& x) {
             {"rx", x.rings.rx},
             {"tx", x.rings.tx}}},
           {"flows", {{"entries", x.flows.entries}, {"idle_timeout_ms", x.flows.idle_timeout_ms}}},
-          {"drop", std::move(drop)}};
+          {"drop", std::move(drop)},
+          {"encap", encap_json(x.encap)}};
 }
 
 json tcp_json(const TcpConfig& t) {
@@ -140,12 +153,6 @@ json proxy_protocol_json(ProxyProtocol p) {
   return p == ProxyProtocol::v1 ? "v1" : "v2";
 }
 
-std::string hex_text(const std::vector<std::uint8_t>& bytes) {
-  std::string out;
-  for (auto b : bytes) out += fmt::format("{:02x}", b);
-  return out;
-}
-
 // The key never leaves the file: "(set)" says there is one, null that the CIDs are plaintext.
 json quic_lb_json(const std::optional<QuicLbConfig>& q) {
   if (!q) return nullptr;
@@ -170,7 +177,7 @@ json service_json(const ServiceConfig& s) {
     } else {
       json b = {{"address", s.backends[i].to_string()}};
       if (weight != 1) b["weight"] = weight;
-      if (server_id) b["server_id"] = hex_text(*server_id);
+      if (server_id) b["server_id"] = server_id_text(*server_id);
       backends.push_back(std::move(b));
     }
   }
@@ -183,6 +190,7 @@ json service_json(const ServiceConfig& s) {
           {"balance", to_string(s.balance)},
           {"affinity", to_string(s.affinity)},
           {"mode", to_string(s.mode)},
+          {"forwarding", to_string(s.forwarding)},
           {"health", std::move(health)},
           {"max_connections", s.max_connections},
           {"proxy_protocol", proxy_protocol_json(s.proxy_protocol)},

@@ -12,6 +12,7 @@
 
 #include "lib/config/did_you_mean.hh"
 #include "lib/config/schema_reader.hh"
+#include "lib/config/validate_encap.hh"
 #include "lib/config/validate_service.hh"
 
 namespace ferry::config {
@@ -36,7 +37,7 @@ class Validator : public SchemaReader {
     if (auto* v = top.get("log")) read_log(*v, "log", c.log);
     if (auto* v = top.get("xdp")) read_xdp(*v, "xdp", c.xdp);
     if (auto* v = top.get("tcp")) read_tcp(*v, "tcp", c.tcp);
-    if (auto* v = top.get("services")) c.services = read_services(*this, *v, "services");
+    if (auto* v = top.get("services")) c.services = read_services(*this, *v, "services", c.xdp);
     if (auto* v = top.get("routes")) read_routes(*v, "routes", c.xdp, c.routes);
     if (auto* v = top.get("announce"); v && v->kind != Kind::null) {
       c.announce = read_announce(*v, "announce");
@@ -187,7 +188,7 @@ class Validator : public SchemaReader {
   }
 
   void read_xdp(const JsonValue& v, const std::string& path, XdpConfig& out) const {
-    ObjectReader o(*this, v, path, {"interfaces", "umem", "rings", "flows", "drop"});
+    ObjectReader o(*this, v, path, {"interfaces", "umem", "rings", "flows", "drop", "encap"});
     if (auto* list = o.get("interfaces")) {
       std::string list_path = o.path_of("interfaces");
       expect(*list, list_path, Kind::array, "an array of interface objects");
@@ -221,6 +222,9 @@ class Validator : public SchemaReader {
       ring("tx", out.rings.tx);
     }
     if (auto* f = o.get("flows")) read_flows(*f, o.path_of("flows"), out.flows);
+    if (auto* e = o.get("encap"); e && e->kind != Kind::null) {
+      out.encap = read_encap(*this, *e, o.path_of("encap"));
+    }
     if (auto* d = o.get("drop")) {
       std::string drop_path = o.path_of("drop");
       expect(*d, drop_path, Kind::array, "an array of CIDR prefix strings");

@@ -29,12 +29,6 @@ std::optional<std::vector<std::uint8_t>> parse_hex(const std::string& text) {
   return out;
 }
 
-std::string hex_text(const ServerId& id) {
-  std::string out;
-  for (auto b : id) out += fmt::format("{:02x}", b);
-  return out;
-}
-
 // What to_json() writes in place of a key.
 constexpr std::string_view kRedactedKey = "(set)";
 
@@ -169,12 +163,12 @@ void check_quic_lb_service(const SchemaReader& r, const ServiceConfig& s, const 
       for (const auto& l : lengths) joined += (joined.empty() ? "" : ", ") + l;
       r.fail(id->position, id_path,
              fmt::format("server ID {} is {} octets, but quic_lb's server_id_bytes are {}",
-                         hex_text(*server_id), server_id->size(), joined));
+                         server_id_text(*server_id), server_id->size(), joined));
     }
     if (auto [it, inserted] = seen.emplace(*server_id, id->position); !inserted) {
       r.fail(id->position, id_path,
              fmt::format("duplicate server ID {} (first given at {}); each backend needs its own",
-                         hex_text(*server_id), position_text(it->second)));
+                         server_id_text(*server_id), position_text(it->second)));
     }
   }
 }

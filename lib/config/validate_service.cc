@@ -4,22 +4,17 @@
 
 #include <unordered_map>
 
+#include "lib/config/validate_encap.hh"
 #include "lib/config/validate_health.hh"
 #include "lib/config/validate_quic_lb.hh"
 
 namespace ferry::config::schema {
 namespace {
 
-bool is_unspecified(const net::IpAddress& a) {
-  for (auto b : a.bytes) {
-    if (b != 0) return false;
-  }
-  return true;
-}
-
 class ServiceReader : public SchemaReader {
  public:
-  explicit ServiceReader(const SchemaReader& reader) : SchemaReader(reader) {}
+  ServiceReader(const SchemaReader& reader, const XdpConfig& xdp)
+      : SchemaReader(reader), xdp_(xdp) {}
 
   void read_services(const JsonValue& v, const std::string& path,
                      std::vector<ServiceConfig>& out) const {
@@ -27,7 +22,7 @@ class ServiceReader : public SchemaReader {
     std::unordered_map<std::string, SourcePosition> names;
     // "vip|port|proto" -> index of the service that serves it
     std::unordered_map<std::string, std::size_t> listeners;
-    // backend "ip:port" -> index of the UDP proxy service it serves
+    // backend "ip:port" -> index of the UDP nat service it serves
     std::unordered_map<std::string, std::size_t> udp_backends;
     for (std::size_t i = 0; i < v.items.size(); ++i) {
       const JsonValue& item = v.items[i];
@@ -52,8 +47,9 @@ class ServiceReader : public SchemaReader {
         }
       }
       // The stateless UDP path recognises a reply by its source (backend ip:port) alone, so one
-      // backend cannot serve two UDP services: its replies could not be told apart.
-      if (s.protocols.udp && s.mode == ServiceMode::proxy) {
+      // backend cannot serve two UDP nat services: its replies could not be told apart. The
+      // backends of an encapsulating service answer the client directly, never through ferry.
+      if (s.protocols.udp && s.mode == ServiceMode::proxy && s.forwarding == Forwarding::nat) {
         for (const auto& b : s.backends) {
           auto [it, inserted] = udp_backends.emplace(b.to_string(), i);
           if (!inserted) {
@@ -73,7 +69,7 @@ class ServiceReader : public SchemaReader {
     ObjectReader o(
         *this, v, path,
         {"name", "vip", "port", "protocols", "backends", "balance", "affinity", "mode", "health",
-         "max_connections", "proxy_protocol", "accept_proxy_protocol", "quic_lb"});
+         "max_connections", "proxy_protocol", "accept_proxy_protocol", "quic_lb", "forwarding"});
     ServiceConfig s;
     const JsonValue& name = o.require("name");
     s.name = read_string(name, o.path_of("name"), "a string (the service name)");
@@ -105,6 +101,11 @@ class ServiceReader : public SchemaReader {
                                          {"echo", ServiceMode::echo},
                                          {"reflect", ServiceMode::reflect}});
     }
+    if (auto* f = o.get("forwarding")) {
+      s.forwarding = read_choice<Forwarding>(
+          *f, o.path_of("forwarding"),
+          {{"nat", Forwarding::nat}, {"ipip", Forwarding::ipip}, {"gue", Forwarding::gue}});
+    }
     if (auto* a = o.get("affinity")) {
       s.affinity = read_choice<Affinity>(*a, o.path_of("affinity"),
                                          {{"flow", Affinity::flow}, {"none", Affinity::none}});
@@ -122,6 +123,7 @@ class ServiceReader : public SchemaReader {
     check_service_mode(o, s, mode, protocols, backends);
     read_proxy_protocol(o, s);
     check_quic_lb_service(*this, s, v, path);
+    check_forwarding_service(*this, s, xdp_, v, path);
     return s;
   }
 
@@ -254,14 +256,17 @@ class ServiceReader : public SchemaReader {
                        wants_tcp ? "TCP" : "UDP", protocol_name(wants_tcp)));
     }
   }
+
+ private:
+  const XdpConfig& xdp_;
 };
 
 }  // namespace
 
 std::vector<ServiceConfig> read_services(const SchemaReader& reader, const JsonValue& v,
-                                         const std::string& path) {
+                                         const std::string& path, const XdpConfig& xdp) {
   std::vector<ServiceConfig> out;
-  ServiceReader(reader).read_services(v, path, out);
+  ServiceReader(reader, xdp).read_services(v, path, out);
   return out;
 }
 

@@ -205,10 +205,10 @@ std::string list_table(const std::string& key, const json& rows) {
                              {"checked", "up", "consecutive_failures", "consecutive_successes"});
   }
   if (key == "tcp.listeners") {
-    return object_rows_table(rows,
-                             {{"service", Column{"SERVICE", Align::left}},
-                              {"address", Column{"LISTEN", Align::left}}},
-                             kAnyValue);
+    return object_rows_table(
+        rows,
+        {{"service", Column{"SERVICE", Align::left}}, {"address", Column{"LISTEN", Align::left}}},
+        kAnyValue);
   }
   return object_rows_table(rows, {}, kAnyValue);
 }
@@ -428,11 +428,15 @@ std::string render_services(const json& result) {
           std::string notes;
           if (backend.contains("state")) notes = string_or(backend, "state");
           if (backend.contains("weight") && backend["weight"] != 1) {
-            notes += (notes.empty() ? "" : ",") + std::string("weight ") +
-                     string_or(backend, "weight");
+            notes +=
+                (notes.empty() ? "" : ",") + std::string("weight ") + string_or(backend, "weight");
           }
           if (backend.contains("admin") && backend["admin"] != "enabled") {
             notes += (notes.empty() ? "" : ",") + string_or(backend, "admin");
+          }
+          if (backend.contains("server_id")) {
+            notes +=
+                (notes.empty() ? "" : ",") + std::string("sid ") + string_or(backend, "server_id");
           }
           // Why the last check failed: "10.0.1.3:53(down,rcode SERVFAIL)".
           auto result = backend.find("last_result");
@@ -447,7 +451,8 @@ std::string render_services(const json& result) {
       }
     }
     // "udp fastpath, tcp proxy": each protocol with the engine that serves it (a reflect
-    // service's UDP is the fast path too; an echo service's TCP the runtime itself).
+    // service's UDP is the fast path too; an echo service's TCP the runtime itself), and the
+    // forwarding of an encapsulating one.
     std::string path;
     auto paths = service.find("paths");
     if (paths != service.end() && paths->is_object()) {
@@ -455,13 +460,21 @@ std::string render_services(const json& result) {
         if (!paths->contains(protocol)) continue;
         std::string what = string_or(*paths, protocol);
         if (string_or(service, "mode") == "reflect") what += " reflect";
+        // Direct server return: "tcp fastpath ipip" (docs/dsr.md).
+        if (std::string f = string_or(service, "forwarding", "nat"); f != "nat") {
+          what += " " + f;
+        }
         path += (path.empty() ? "" : ", ") + std::string(protocol) + " " + what;
       }
     } else {
       path = string_or(service, "protocols") + " " + string_or(service, "mode");
     }
-    table.add_row({string_or(service, "name"), vip, path, string_or(service, "balance"),
-                   string_or(service, "check"), backends.empty() ? "-" : backends});
+    // "maglev, quic-lb": connection IDs decide first (docs/quic.md).
+    std::string balance = string_or(service, "balance");
+    auto quic_lb = service.find("quic_lb");
+    if (quic_lb != service.end() && quic_lb->is_array()) balance += ", quic-lb";
+    table.add_row({string_or(service, "name"), vip, path, balance, string_or(service, "check"),
+                   backends.empty() ? "-" : backends});
   }
   return table.render();
 }

@@ -17,6 +17,7 @@
 #include <system_error>
 
 #include "bpf/ferry_shared.h"
+#include "lib/common/env.hh"
 #include "lib/common/log.hh"
 #include "lib/common/thread_guard.hh"
 #include "lib/packet/route_table.hh"
@@ -68,7 +69,8 @@ std::shared_ptr<const ConfigTables> build_config_tables(const config::Config& co
   packet::ServiceTable services = packet::build_service_table(config.services, options);
   packet::RouteTable routes = packet::RouteTable::build(
       config.routes, [&layout](std::string_view name) { return layout.slot_of(name); });
-  return std::make_shared<const ConfigTables>(ConfigTables{std::move(services), std::move(routes)});
+  return std::make_shared<const ConfigTables>(
+      ConfigTables{std::move(services), std::move(routes), config.xdp.encap});
 }
 
 UniqueFd dup_map_fd(int fd, const char* what) {
@@ -258,8 +260,7 @@ WorkerOptions FastpathPlane::worker_options(std::uint32_t w) {
   options.queue = layout_.queues[w];
   options.resolve_wake_fd = resolve_wait_.native_handle();
   options.flows = xdp_config_.flows;
-  const char* ignore = std::getenv("FERRY_XSK_IGNORE_XDP_MATCH");
-  options.match_hints = ignore == nullptr || *ignore == '\0' || std::string_view(ignore) == "0";
+  options.match_hints = !env_flag("FERRY_XSK_IGNORE_XDP_MATCH");
   return options;
 }
 
@@ -423,7 +424,8 @@ void FastpathPlane::resolve_backends(const NextHopTables& next_hops) {
   if (!watch_) return;
   auto now = std::chrono::steady_clock::now();
   for (const config::ServiceConfig& service : config_.services) {
-    if (!service.protocols.udp || service.mode != config::ServiceMode::proxy) continue;
+    bool balanced_here = service.protocols.udp || service.forwarding != config::Forwarding::nat;
+    if (!balanced_here || service.mode != config::ServiceMode::proxy) continue;
     for (const net::Endpoint& backend : service.backends) {
       auto version = backend.address.is_v4() ? packet::IpVersion::v4 : packet::IpVersion::v6;
       const KernelRoute* route = next_hops.routes.lookup(backend.address.bytes, version);

@@ -47,6 +47,14 @@ constexpr FamilyHelp kFamilies[] = {
      "Service frames a worker matched itself because the XDP program's match did not come with "
      "them or did not hold; 0 in steady state.",
      Type::counter},
+    {"ferry_xsk_quic_lb_routed_total",
+     "Requests of QUIC-LB services sent to the backend their connection ID names, by the ID's "
+     "config rotation codepoint.",
+     Type::counter},
+    {"ferry_xsk_quic_lb_fallback_total",
+     "Requests of QUIC-LB services the 4-tuple decided (flow table, Maglev), by why their "
+     "connection ID did not.",
+     Type::counter},
     {"ferry_xsk_fragments_forwarded_total",
      "Fragments of UDP datagrams translated (or routed) and sent on, each as its datagram.",
      Type::counter},
@@ -101,6 +109,25 @@ const char* help_of(const char* name) {
     if (std::string_view(f.name) == name) return f.help;
   }
   return "";
+}
+
+// A worker's QUIC-LB counters (quic_choice.hh), each codepoint and each reason.
+void collect_quic_lb(metrics::SnapshotBuilder& out, const WorkerCounters& c,
+                     const std::string& worker, const std::string& queue) {
+  const char* routed = "ferry_xsk_quic_lb_routed_total";
+  for (std::size_t id = 0; id < c.quic_lb_routed.size(); ++id) {
+    out.counter(routed, help_of(routed),
+                {{"worker", worker}, {"queue", queue}, {"config", std::to_string(id)}},
+                static_cast<double>(c.quic_lb_routed[id].value()));
+  }
+  const char* fallback = "ferry_xsk_quic_lb_fallback_total";
+  for (std::size_t r = 0; r < c.quic_lb_fallback.size(); ++r) {
+    auto reason = static_cast<quic::QuicLbOutcome>(r);
+    if (reason == quic::QuicLbOutcome::routed) continue;
+    out.counter(fallback, help_of(fallback),
+                {{"worker", worker}, {"queue", queue}, {"reason", std::string(to_string(reason))}},
+                static_cast<double>(c.quic_lb_fallback[r].value()));
+  }
 }
 
 std::string join_queues(const std::vector<std::uint32_t>& queues) {
@@ -167,6 +194,7 @@ void FastpathPlane::collect(metrics::SnapshotBuilder& out) const {
     counter("ferry_xsk_rejected_frames_total", wl, c.rejected_frames.value());
     counter("ferry_xsk_table_swaps_total", wl, c.snapshot_swaps.value());
     counter("ferry_xsk_matched_without_hint_total", wl, c.matched_without_hint.value());
+    collect_quic_lb(out, c, name, queue);
     counter("ferry_xsk_neighbour_held_total", wl, c.neighbour_held.value());
     counter("ferry_xsk_fragments_forwarded_total", wl, c.fragments_forwarded.value());
     counter("ferry_xsk_fragments_held_total", wl, c.fragments_held.value());
@@ -191,6 +219,12 @@ void FastpathPlane::collect(metrics::SnapshotBuilder& out) const {
     counter("ferry_xsk_checksums_finished_total",
             {{"worker", name}, {"queue", queue}, {"kind", "ipv6_zero"}},
             c.checksums_ipv6_zero.value());
+    for (std::size_t k = 0; k < kEncapPathCount; ++k) {
+      metrics::Labels el{
+          {"worker", name}, {"queue", queue}, {"encap", std::string(to_string(EncapPath(k)))}};
+      counter("ferry_xsk_encapsulated_packets_total", el, c.encapsulated_packets[k].value());
+      counter("ferry_xsk_encapsulated_bytes_total", el, c.encapsulated_bytes[k].value());
+    }
     const FlowCounters& f = c.flows;
     gauge("ferry_xsk_flows", wl, static_cast<double>(f.entries.value()));
     counter("ferry_xsk_flow_hits_total", wl, f.hits.value());

@@ -1,8 +1,10 @@
 // The per-frame decision of the AF_XDP workers.
 #include "lib/fastpath/frame_processor.hh"
 
+#include "lib/fastpath/encap_step.hh"
 #include "lib/fastpath/frame_steps.hh"
 #include "lib/fastpath/ip_hop.hh"
+#include "lib/fastpath/quic_choice.hh"
 #include "lib/packet/balance.hh"
 #include "lib/packet/checksum.hh"
 #include "lib/packet/parse.hh"
@@ -67,9 +69,36 @@ packet::Verdict ConfiguredNextHop::operator()(const packet::ParsedPacket& q, pac
   return resolve_on(s, route.egress_port, q.version, next_hop, sinks, missed, out);
 }
 
+packet::ServiceMatch match_frame(const ConfigTables& tables, const packet::ParsedPacket& p,
+                                 const packet::MatchHint& hint, FrameSinks sinks) noexcept {
+  packet::ServiceMatch match = tables.services.match(p, hint);
+  if (!match.hinted && match.kind != packet::MatchKind::none)
+    sinks.counters.matched_without_hint.add();
+  return match;
+}
+
+std::uint16_t RequestChooser::operator()(const packet::Service& service,
+                                         const packet::ParsedPacket& q) const noexcept {
+  if (service.quic_lb && q.protocol == IPPROTO_UDP) {
+    std::uint16_t b = quic_lb_backend(service, frame, q, sinks.counters);
+    if (b != packet::MaglevTable::kNoBackend) return b;
+  }
+  std::uint64_t seed = tables.services.flow_hash_seed();
+  if (flows.table && service.flow_affinity) {
+    return flows.table->backend_for(service, q, seed, flows.now_ms);
+  }
+  return packet::choose_backend(service, q, seed);
+}
+
 Acted act(packet::FrameBytes frame, packet::ParsedPacket& p, const Snapshot& s,
           std::uint32_t ingress_slot, FrameSinks sinks, FlowAffinity flows,
           const packet::MatchHint& hint) noexcept {
+  return act(frame, p, s, ingress_slot, sinks, flows, match_frame(*s.config, p, hint, sinks));
+}
+
+Acted act(packet::FrameBytes frame, packet::ParsedPacket& p, const Snapshot& s,
+          std::uint32_t ingress_slot, FrameSinks sinks, FlowAffinity flows,
+          const packet::ServiceMatch& match) noexcept {
   NeighbourKey missed{};
   const ConfigTables& tables = *s.config;
   // Only a datagram larger than the smallest MTU of the ports can be too big for one: only it
@@ -78,26 +107,22 @@ Acted act(packet::FrameBytes frame, packet::ParsedPacket& p, const Snapshot& s,
   packet::ParsedPacket arrived;
   if (mtu.active) arrived = p;
   FrameOutcome o = FrameOutcome::dropped(Drop::unexpected);
-  // The one match of the frame: the XDP program's, checked, or the table's own.
-  packet::ServiceMatch match = tables.services.match(p, hint);
-  if (!match.hinted && match.kind != packet::MatchKind::none)
-    sinks.counters.matched_without_hint.add();
   if (match.kind == packet::MatchKind::to_service &&
       match.service->action == packet::ServiceAction::reflect) {
     return {outcome(packet::reflect(frame, p, ingress_slot), missed)};
   }
+  // The first fragment of a datagram to an encapsulating service (whole packets never come here:
+  // process_frame() encapsulates them): not carried yet (docs/dsr.md).
+  if (match.kind == packet::MatchKind::to_service && match.service->encapsulates()) {
+    return {FrameOutcome::dropped(Drop::unexpected)};
+  }
   if (match.kind != packet::MatchKind::none) {
-    // Requests of a flow-affinity service go where their flow's entry says; replies never ask.
-    auto choose = [&](const packet::Service& service, const packet::ParsedPacket& q) {
-      std::uint64_t seed = tables.services.flow_hash_seed();
-      if (flows.table && service.flow_affinity) {
-        return flows.table->backend_for(service, q, seed, flows.now_ms);
-      }
-      return packet::choose_backend(service, q, seed);
-    };
-    // Balanced traffic leaves by the kernel's route to the rewritten destination.
+    // Requests go where RequestChooser says; replies never ask. Balanced traffic leaves by the
+    // kernel's route to the rewritten destination.
     KernelNextHop next_hop{s, sinks, missed, mtu, frame};
-    o = outcome(packet::balance(frame, p, match, choose, next_hop), missed);
+    o = outcome(
+        packet::balance(frame, p, match, RequestChooser{frame, tables, sinks, flows}, next_hop),
+        missed);
   } else if (const packet::RouteEntry* route = tables.routes.lookup(p)) {
     ConfiguredNextHop next_hop{s, *route, sinks, missed, mtu, frame};
     o = outcome(packet::route_via(frame, p, next_hop), missed);
@@ -122,10 +147,15 @@ FrameOutcome send_generated(packet::FrameBytes frame, const packet::ParsedPacket
                             const Snapshot& s, FrameSinks sinks) noexcept {
   const KernelRoute* r = s.next_hops->routes.lookup(p.dst_address, p.version);
   if (!r) return FrameOutcome::dropped(Drop::no_route);
+  return send_along(frame, p, *r, s, sinks);
+}
+
+FrameOutcome send_along(packet::FrameBytes frame, const packet::ParsedPacket& p,
+                        const KernelRoute& r, const Snapshot& s, FrameSinks sinks) noexcept {
   NeighbourKey missed{};
   packet::NextHop hop;
-  const auto& next_hop = r->gateway ? r->gateway->bytes : p.dst_address;
-  packet::Verdict v = resolve_on(s, r->port, p.version, next_hop, sinks, missed, hop);
+  const auto& next_hop = r.gateway ? r.gateway->bytes : p.dst_address;
+  packet::Verdict v = resolve_on(s, r.port, p.version, next_hop, sinks, missed, hop);
   if (v.fate == Fate::hold) hop.dst_mac = {};
   std::memcpy(frame.data(), hop.dst_mac.data(), hop.dst_mac.size());
   std::memcpy(frame.data() + 6, hop.src_mac.data(), hop.src_mac.size());
@@ -194,21 +224,20 @@ FrameOutcome process_frame(packet::FrameBytes frame, const Snapshot& s, std::uin
     if (is_udp_fragment(err, p)) {
       return process_fragment(frame, p, s, ingress_slot, sinks, flows, hop);
     }
-    if (is_icmp(err, p)) return process_icmp_error(frame, p, s, sinks, flows);
+    if (is_icmp(err, p)) return process_icmp_error(frame, p, hop, s, sinks, flows);
     return FrameOutcome::dropped(packet::passes_to_kernel(err) ? Drop::unexpected
                                                                : Drop::malformed);
   }
-  if (p.protocol != IPPROTO_UDP) return FrameOutcome::dropped(Drop::unexpected);
   // Decided on the frame as it came: the signature is the pseudo-header of the original addresses.
   packet::L4Checksum checksum = packet::classify_l4_checksum(frame, p);
-  steps::Acted a = steps::act(frame, p, s, ingress_slot, sinks, flows, hint);
-  if (a.outcome.fate == Fate::drop) return steps::answer_drop(frame, p, a, s, sinks, hop);
-  if (packet::needs_finishing(checksum)) {
-    packet::finish_l4_checksum(frame, p);
-    (checksum == packet::L4Checksum::partial ? sinks.counters.checksums_partial
-                                             : sinks.counters.checksums_ipv6_zero)
-        .add();
+  packet::ServiceMatch match = steps::match_frame(*s.config, p, hint, sinks);
+  if (match.kind == packet::MatchKind::to_service && match.service->encapsulates()) {
+    return encapsulate(frame, p, *match.service, checksum, s, sinks, flows, hop);
   }
+  if (p.protocol != IPPROTO_UDP) return FrameOutcome::dropped(Drop::unexpected);
+  steps::Acted a = steps::act(frame, p, s, ingress_slot, sinks, flows, match);
+  if (a.outcome.fate == Fate::drop) return steps::answer_drop(frame, p, a, s, sinks, hop);
+  steps::finish_checksum(frame, p, checksum, sinks.counters);
   return a.outcome;
 }
 

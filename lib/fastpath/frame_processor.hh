@@ -34,6 +34,9 @@ struct FrameOutcome {
   // forward, hold: the frame's length now, when the action changed it (an ICMP error was built
   // in it, the frame's own bytes and the room after them); 0: unchanged.
   std::uint32_t length = 0;
+  // forward, hold: how many bytes the frame grew at its front (an outer header of direct server
+  // return): it starts that much earlier in its UMEM frame, `length` bytes long.
+  std::uint32_t front = 0;
   // forward, hold: an IPv4 datagram without DF larger than the egress MTU, to be cut into
   // fragments of at most this many IP bytes before it is sent or held; 0: fits.
   std::uint32_t fragment_mtu = 0;
@@ -71,7 +74,8 @@ struct FlowAffinity {
 
 // The worker's IP-hop state: its fragment table, its ICMP rate limit and identification counter,
 // the batch's clock, and how many bytes after the frame's end the frame may grow into (up to the
-// end of its UMEM frame: an ICMP error about a small datagram is larger than the datagram). Frames
+// end of its UMEM frame: an ICMP error about a small datagram is larger than the datagram) and
+// before its start (`headroom`: an encapsulated request's outer header). Frames
 // the fragment table gives up while processing one (a full bucket's oldest datagram) are appended
 // to `orphans` (capacity: the table's held_frames) for the worker to free. No table: fragments are
 // dropped as unexpected; no rate limit: no error is sent.
@@ -83,6 +87,8 @@ struct IpHop {
   std::uint32_t room = 0;
   std::span<std::uint64_t> orphans;
   std::uint32_t* orphan_count = nullptr;
+  // How many bytes before the frame's start in its UMEM frame it may grow into (an outer header).
+  std::uint32_t headroom = 0;
 };
 
 // `frame` is rewritten in place when forwarded (and may be partly rewritten when dropped).

@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "lib/fastpath/frame_processor.hh"
+#include "lib/packet/checksum.hh"
 #include "lib/packet/icmp.hh"
 #include "lib/packet/route.hh"
 #include "lib/packet/route_table.hh"
@@ -60,6 +61,22 @@ struct ConfiguredNextHop {
   packet::Verdict operator()(const packet::ParsedPacket& q, packet::NextHop& out);
 };
 
+// The one match of a frame: the XDP program's `hint`, checked, or the table's own lookup (counted
+// as matched_without_hint when the frame belongs to a service).
+packet::ServiceMatch match_frame(const ConfigTables& tables, const packet::ParsedPacket& p,
+                                 const packet::MatchHint& hint, FrameSinks sinks) noexcept;
+
+// The backend of a request: where its QUIC-LB connection ID says, if it names a backend that may
+// take it; then where its flow's entry says (flow affinity); then Maglev's choice.
+struct RequestChooser {
+  packet::ConstFrameBytes frame;
+  const ConfigTables& tables;
+  FrameSinks sinks;
+  FlowAffinity flows;
+  std::uint16_t operator()(const packet::Service& service,
+                           const packet::ParsedPacket& q) const noexcept;
+};
+
 // What act() did to a datagram it forwards: the translation a first fragment records for the
 // rest of its datagram, and what a too-big answer must undo.
 struct Acted {
@@ -75,11 +92,30 @@ struct Acted {
 Acted act(packet::FrameBytes frame, packet::ParsedPacket& p, const Snapshot& s,
           std::uint32_t ingress_slot, FrameSinks sinks, FlowAffinity flows,
           const packet::MatchHint& hint = {}) noexcept;
+// ... for a frame matched already (match_frame()).
+Acted act(packet::FrameBytes frame, packet::ParsedPacket& p, const Snapshot& s,
+          std::uint32_t ingress_slot, FrameSinks sinks, FlowAffinity flows,
+          const packet::ServiceMatch& match) noexcept;
 
 // Routes a packet the gateway built (an ICMP error, p parsed for it) towards p's destination by
 // the kernel's routes: MACs written, TTL untouched (the gateway is its source).
 FrameOutcome send_generated(packet::FrameBytes frame, const packet::ParsedPacket& p,
                             const Snapshot& s, FrameSinks sinks) noexcept;
+// ... along kernel route `r` to p's destination, looked up already by the caller.
+FrameOutcome send_along(packet::FrameBytes frame, const packet::ParsedPacket& p,
+                        const KernelRoute& r, const Snapshot& s, FrameSinks sinks) noexcept;
+
+// Finishes the UDP/TCP checksum of a frame that arrived with a `checksum` needing it
+// (packet::needs_finishing: partial, or UDP over IPv6 with 0), p in step with the frame, and
+// counts it.
+inline void finish_checksum(packet::FrameBytes frame, const packet::ParsedPacket& p,
+                            packet::L4Checksum checksum, WorkerCounters& counters) noexcept {
+  if (!packet::needs_finishing(checksum)) return;
+  packet::finish_l4_checksum(frame, p);
+  (checksum == packet::L4Checksum::partial ? counters.checksums_partial
+                                           : counters.checksums_ipv6_zero)
+      .add();
+}
 
 // Turns the datagram in `frame` (parsed as p, as it arrived) into the ICMP error `reason` from
 // the gateway to its sender and routes it; rate-limited. When no error can be sent the datagram

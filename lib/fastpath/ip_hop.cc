@@ -1,6 +1,7 @@
 // Fragments and ICMP errors on the fast path (see ip_hop.hh).
 #include "lib/fastpath/ip_hop.hh"
 
+#include "lib/fastpath/encap_step.hh"
 #include "lib/fastpath/frame_steps.hh"
 #include "lib/packet/balance.hh"
 #include "lib/packet/fragment.hh"
@@ -151,7 +152,7 @@ FrameOutcome follow_held(packet::FrameBytes frame, const Snapshot& s, FrameSinks
   return o;
 }
 
-FrameOutcome process_icmp_error(packet::FrameBytes frame, packet::ParsedPacket& p,
+FrameOutcome process_icmp_error(packet::FrameBytes frame, packet::ParsedPacket& p, const IpHop& hop,
                                 const Snapshot& s, FrameSinks sinks, FlowAffinity flows) noexcept {
   packet::IcmpError e;
   switch (packet::parse_icmp_error(frame, p, e)) {
@@ -178,6 +179,14 @@ FrameOutcome process_icmp_error(packet::FrameBytes frame, packet::ParsedPacket& 
     std::uint16_t backend = flows.table && m.service->flow_affinity
                                 ? flows.table->peek_backend(*m.service, request, seed, flows.now_ms)
                                 : packet::choose_backend(*m.service, request, seed);
+    if (m.service->encapsulates()) {
+      // Direct server return: the backend sent the reply itself, from the VIP; the error goes to
+      // it unchanged, inside the outer header of its requests.
+      FrameOutcome o =
+          encapsulate_to(frame, p, *m.service, backend, packet::L4Checksum::full, s, sinks, hop);
+      if (o.fate != Fate::drop) sinks.counters.icmp_translated.add();
+      return o;
+    }
     if (backend >= m.service->backends.size()) return FrameOutcome::dropped(Drop::no_backend);
     const net::Endpoint& b = m.service->backends[backend];
     packet::translate_icmp_error(frame, p, e, packet::Side::source, b.address.bytes, b.port,

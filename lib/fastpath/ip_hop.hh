@@ -36,8 +36,10 @@ FrameOutcome follow_held(packet::FrameBytes frame, const Snapshot& s, FrameSinks
 // An error about a reply a VIP sent goes to the backend that serves the quoted flow (the flow
 // table's entry, else Maglev's choice), quoting the reply as that backend sent it; an error about
 // a request ferry sent to a backend goes to the client, from the VIP, quoting the request as the
-// client sent it. Anything else is icmp_unmatched.
-FrameOutcome process_icmp_error(packet::FrameBytes frame, packet::ParsedPacket& p,
+// client sent it. An encapsulating service's backend sent its replies to the client itself: an
+// error about one goes to it unchanged, encapsulated as its requests are (`hop.headroom`). Anything
+// else is icmp_unmatched.
+FrameOutcome process_icmp_error(packet::FrameBytes frame, packet::ParsedPacket& p, const IpHop& hop,
                                 const Snapshot& s, FrameSinks sinks, FlowAffinity flows) noexcept;
 
 }  // namespace ferry::fastpath

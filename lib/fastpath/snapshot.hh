@@ -6,6 +6,7 @@
 #include <array>
 #include <cstdint>
 #include <memory>
+#include <optional>
 
 #include "bpf/ferry_shared.h"
 #include "lib/fastpath/kernel_routes.hh"
@@ -26,6 +27,8 @@ struct NextHopTables {
 struct ConfigTables {
   packet::ServiceTable services;
   packet::RouteTable routes;
+  // Direct server return: the outer header's sources and GUE port (config xdp.encap).
+  std::optional<config::EncapConfig> encap;
 };
 
 struct Snapshot {

@@ -144,6 +144,7 @@ std::uint32_t Worker::receive(std::uint32_t port_index, const Snapshot& snapshot
                                    flows, ip_hop(d.addr, d.len, now_ms), hint);
     if (orphan_count_ != 0) free_orphans();
     if (o.length != 0 || o.fragment_mtu != 0 || o.fate == Fate::wait || o.release != kNoDatagram) {
+      // Dropped, the frame is freed by its own address; sent or held, from where it now starts.
       dispose(d.addr, d.len, o, now_ms, drops);
       if (o.release != kNoDatagram) release_fragments(o.release, snapshot, now_ms, drops);
       continue;
@@ -187,12 +188,15 @@ std::uint32_t Worker::receive(std::uint32_t port_index, const Snapshot& snapshot
 IpHop Worker::ip_hop(std::uint64_t addr, std::uint32_t len, std::uint64_t now_ms) {
   std::uint64_t end = slab_.frame_base(addr) + slab_.frame_bytes();
   std::uint32_t room = end > addr + len ? static_cast<std::uint32_t>(end - addr - len) : 0;
-  return IpHop{&fragments_, &icmp_limit_, &next_ip_id_, now_ms, room, orphans_, &orphan_count_};
+  auto headroom = static_cast<std::uint32_t>(addr - slab_.frame_base(addr));
+  return IpHop{&fragments_, &icmp_limit_, &next_ip_id_,   now_ms,
+               room,        orphans_,     &orphan_count_, headroom};
 }
 
 void Worker::dispose(std::uint64_t addr, std::uint32_t len, const FrameOutcome& o,
                      std::uint64_t now_ms, std::array<std::uint32_t, kDropCount>& drops) {
   if (o.length != 0) len = o.length;
+  if (o.fate == Fate::forward || o.fate == Fate::hold) addr -= o.front;
   Drop why = o.drop;
   if (o.fate == Fate::wait) {
     if (fragments_.hold(o.datagram, addr, len, now_ms)) {

@@ -23,6 +23,20 @@ std::string_view to_string(Unreleased reason) {
   return "unknown";
 }
 
+std::string_view to_string(EncapPath path) {
+  switch (path) {
+    case EncapPath::ipip4:
+      return "ipip4";
+    case EncapPath::ipip6:
+      return "ipip6";
+    case EncapPath::gue4:
+      return "gue4";
+    case EncapPath::gue6:
+      return "gue6";
+  }
+  return "unknown";
+}
+
 void PublishedAccount::publish(const xsk::FrameAccount& a) noexcept {
   std::uint32_t s = sequence_.load(std::memory_order_relaxed);
   sequence_.store(s + 1, std::memory_order_relaxed);

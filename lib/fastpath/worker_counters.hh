@@ -10,6 +10,8 @@
 #include "bpf/ferry_shared.h"
 #include "lib/metrics/registry.hh"
 #include "lib/packet/fate.hh"
+#include "lib/quic/lb_config.hh"
+#include "lib/quic/quic_lb_service.hh"
 #include "lib/xsk/frame_account.hh"
 
 namespace ferry::fastpath {
@@ -34,6 +36,12 @@ enum class Unreleased : std::uint8_t {
 inline constexpr std::size_t kUnreleasedCount =
     static_cast<std::size_t>(Unreleased::unclassified) + 1;
 std::string_view to_string(Unreleased reason);
+
+// The outer headers of direct server return: IPIP or GUE, over IPv4 or IPv6
+// (ferry_xsk_encapsulated_*_total{encap}).
+enum class EncapPath : std::uint8_t { ipip4, ipip6, gue4, gue6 };
+inline constexpr std::size_t kEncapPathCount = 4;
+std::string_view to_string(EncapPath path);
 
 // Per (worker, port): traffic in and out of one AF_XDP socket.
 struct alignas(64) PortCounters {
@@ -82,7 +90,15 @@ struct alignas(64) WorkerCounters {
   metrics::Counter icmp_time_exceeded;   // time exceeded sent for TTL / hop limit expiring here
   metrics::Counter icmp_too_big;         // fragmentation needed / packet too big sent
   metrics::Counter icmp_rate_limited;    // errors not sent: over the ICMP rate limit
-  std::array<PortCounters, FERRY_MAX_INTERFACES> ports;  // by the worker's port index
+  // QUIC-LB (quic_choice.hh): requests of quic_lb services sent to the backend their connection
+  // ID names, by the ID's config rotation codepoint; and those the 4-tuple decided, by why (the
+  // `routed` slot is not used).
+  std::array<metrics::Counter, quic::kConfigIdCount> quic_lb_routed;
+  std::array<metrics::Counter, quic::kQuicLbOutcomeCount> quic_lb_fallback;
+  // Direct server return (encap_step.hh): requests sent inside an outer header, by EncapPath.
+  std::array<metrics::Counter, kEncapPathCount> encapsulated_packets;
+  std::array<metrics::Counter, kEncapPathCount> encapsulated_bytes;  // the inner packets' IP bytes
+  std::array<PortCounters, FERRY_MAX_INTERFACES> ports;              // by the worker's port index
   FlowCounters flows;
 };
 

@@ -5,9 +5,10 @@
 namespace ferry::health {
 
 namespace {
-std::pair<std::string, std::string> key_of(const std::string& service,
-                                           const net::Endpoint& backend) {
-  return {service, backend.to_string()};
+// By the endpoint itself, not its text: a lookup formats nothing.
+std::pair<std::string, net::Endpoint> key_of(const std::string& service,
+                                             const net::Endpoint& backend) {
+  return {service, backend};
 }
 }  // namespace
 
@@ -67,7 +68,7 @@ void HealthBoard::subscribe(TransitionListener listener) {
 }
 
 void HealthBoard::retain(const std::vector<std::pair<std::string, net::Endpoint>>& configured) {
-  std::map<std::pair<std::string, std::string>, bool> keep;
+  std::map<std::pair<std::string, net::Endpoint>, bool> keep;
   for (const auto& [service, backend] : configured) keep[key_of(service, backend)] = true;
   std::lock_guard lock(mutex_);
   for (auto it = states_.begin(); it != states_.end();) {

@@ -68,8 +68,8 @@ class HealthBoard {
                                             const net::Endpoint& backend);
 
   mutable std::mutex mutex_;
-  std::map<std::pair<std::string, std::string>, std::shared_ptr<BackendState>> states_;
-  std::map<std::pair<std::string, std::string>, net::Endpoint> endpoints_;
+  std::map<std::pair<std::string, net::Endpoint>, std::shared_ptr<BackendState>> states_;
+  std::map<std::pair<std::string, net::Endpoint>, net::Endpoint> endpoints_;
   std::vector<TransitionListener> listeners_;
   std::vector<FirstPassListener> first_pass_listeners_;
 };

@@ -8,6 +8,7 @@
 #include "lib/control/protocol.hh"
 #include "lib/health/health_report.hh"
 #include "lib/lifecycle/daemon_state.hh"
+#include "lib/quic/lb_config.hh"
 
 namespace ferry::lifecycle {
 namespace {
@@ -19,6 +20,21 @@ json protocols_json(const config::Protocols& p) {
   if (p.udp) out.push_back("udp");
   if (p.tcp) out.push_back("tcp");
   return out;
+}
+
+// A service's QUIC-LB as `services` shows it: each configuration's codepoint, lengths and form,
+// never its key; null when the service has none.
+json quic_lb_report(const config::ServiceConfig& svc) {
+  if (!svc.quic_lb) return nullptr;
+  json configs = json::array();
+  for (const config::QuicLbConfigEntry& e : svc.quic_lb->configs) {
+    quic::LbConfig c{e.id, e.server_id_bytes, e.nonce_bytes, e.key};
+    configs.push_back({{"id", e.id},
+                       {"server_id_bytes", e.server_id_bytes},
+                       {"nonce_bytes", e.nonce_bytes},
+                       {"algorithm", std::string(quic::to_string(c.algorithm()))}});
+  }
+  return configs;
 }
 
 }  // namespace
@@ -146,7 +162,8 @@ json Daemon::State::services_report() const {
   json tcp_services = tcp ? tcp->services() : json::object();
   for (const auto& svc : config->services) {
     json backends = json::array();
-    for (const auto& b : svc.backends) {
+    for (std::size_t i = 0; i < svc.backends.size(); ++i) {
+      const net::Endpoint& b = svc.backends[i];
       auto it = health_of.find({svc.name, b.to_string()});
       json row = it != health_of.end() ? it->second
                                        : json{{"address", b.to_string()},
@@ -157,14 +174,18 @@ json Daemon::State::services_report() const {
         row["weight"] = steering->weight();
         row["admin"] = std::string(admin::to_string(steering->admin.state));
       }
+      if (const config::ServerId* id = svc.server_id(i))
+        row["server_id"] = config::server_id_text(*id);
       backends.push_back(std::move(row));
     }
     // Which engine serves each protocol: UDP is balanced (or reflected) by the AF_XDP workers,
-    // TCP proxied (or echoed) by the io_uring runtime.
+    // TCP proxied (or echoed) by the io_uring runtime, both balanced per packet by the workers
+    // when the service encapsulates (direct server return).
     json paths = json::object();
     bool echo = svc.mode == config::ServiceMode::echo;
+    bool encapsulates = svc.forwarding != config::Forwarding::nat;
     if (svc.protocols.udp) paths["udp"] = "fastpath";
-    if (svc.protocols.tcp) paths["tcp"] = echo ? "echo" : "proxy";
+    if (svc.protocols.tcp) paths["tcp"] = encapsulates ? "fastpath" : echo ? "echo" : "proxy";
     bool balanced = svc.mode == config::ServiceMode::proxy;
     json check = svc.health && balanced ? json(config::to_string(svc.health->type)) : json(nullptr);
     out.push_back({{"name", svc.name},
@@ -173,8 +194,10 @@ json Daemon::State::services_report() const {
                    {"protocols", protocols_json(svc.protocols)},
                    {"mode", config::to_string(svc.mode)},
                    {"paths", std::move(paths)},
+                   {"forwarding", config::to_string(svc.forwarding)},
                    {"balance", balanced ? json(config::to_string(svc.balance)) : json(nullptr)},
                    {"check", check},
+                   {"quic_lb", quic_lb_report(svc)},
                    {"backends", std::move(backends)}});
     json served = tcp_services.value(svc.name, json(nullptr));
     json proxy = served.is_object() ? served.value("proxy", json(nullptr)) : json();

@@ -51,8 +51,9 @@ void Daemon::State::refresh_backends() {
 }
 
 std::string Daemon::State::not_served(const config::ServiceConfig& service) const {
-  bool udp = service.protocols.udp && service.mode != config::ServiceMode::echo;
-  bool tcp = service.protocols.tcp && service.mode != config::ServiceMode::reflect;
+  bool encapsulates = service.forwarding != config::Forwarding::nat;
+  bool udp = (service.protocols.udp || encapsulates) && service.mode != config::ServiceMode::echo;
+  bool tcp = service.protocols.tcp && service.mode != config::ServiceMode::reflect && !encapsulates;
   if (udp && !fastpath_plane.plane()) return "the AF_XDP fast path is not running (see the log)";
   const tcp::TcpPlane* tcp_services = tcp_plane.plane();
   if (tcp && (!tcp_services || !tcp_services->bound_address(service.name))) {

@@ -32,6 +32,10 @@ inline void store_be16(std::uint8_t* p, std::uint16_t v) {
   p[0] = static_cast<std::uint8_t>(v >> 8);
   p[1] = static_cast<std::uint8_t>(v);
 }
+inline void store_be32(std::uint8_t* p, std::uint32_t v) {
+  store_be16(p, static_cast<std::uint16_t>(v >> 16));
+  store_be16(p + 2, static_cast<std::uint16_t>(v));
+}
 
 // Native-endian 64-bit load for hashing; memcpy is the defined way to read unaligned words.
 inline std::uint64_t load_u64(const std::uint8_t* p) {

@@ -53,6 +53,8 @@ std::string_view to_string(Drop d) {
       return "too_big";
     case Drop::icmp_unmatched:
       return "icmp_unmatched";
+    case Drop::no_headroom:
+      return "no_headroom";
   }
   return "unknown";
 }

@@ -37,8 +37,10 @@ enum class Drop : std::uint8_t {
   too_big,             // larger than the egress link's MTU with DF set (or IPv6): answered with
                        // fragmentation needed / packet too big unless rate-limited
   icmp_unmatched,      // an ICMP error quoting a datagram no service sent or received
+  no_headroom,  // a request to encapsulate with less room before it in its UMEM frame than the
+                // outer header needs (the kernel leaves 256 bytes: a bug if > 0)
 };
-inline constexpr std::size_t kDropCount = static_cast<std::size_t>(Drop::icmp_unmatched) + 1;
+inline constexpr std::size_t kDropCount = static_cast<std::size_t>(Drop::no_headroom) + 1;
 
 std::string_view to_string(Fate f);
 // Stable snake_case name, for metrics labels ("reason").

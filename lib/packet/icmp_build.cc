@@ -12,11 +12,6 @@ namespace {
 constexpr std::uint8_t kErrorHopLimit = 64;
 constexpr std::uint8_t kErrorTos = 0xc0;  // precedence "internetwork control", as icmp_send()
 
-void store_be32(std::uint8_t* p, std::uint32_t v) {
-  store_be16(p, static_cast<std::uint16_t>(v >> 16));
-  store_be16(p + 2, static_cast<std::uint16_t>(v));
-}
-
 void write_ipv4_header(std::uint8_t* ip, std::uint32_t total_bytes, std::uint16_t ip_id,
                        const std::uint8_t* source, const std::uint8_t* destination) {
   ip[0] = 0x45;

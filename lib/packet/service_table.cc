@@ -1,6 +1,7 @@
 // Building a ServiceTable from the configured services.
 #include "lib/packet/service_table.hh"
 
+#include <array>
 #include <stdexcept>
 #include <string_view>
 #include <unordered_map>
@@ -16,6 +17,28 @@ namespace {
 
 EndpointKey key_of(const net::IpAddress& address, std::uint16_t port, std::uint8_t protocol) {
   return {address.bytes, port, protocol, address.is_v4() ? IpVersion::v4 : IpVersion::v6};
+}
+
+// The service's QUIC-LB decoder: its configurations (key schedules expanded here) and the server
+// ID of each backend that has one, by the backend's index in the configured order.
+std::shared_ptr<const quic::QuicLbService> quic_lb_of(const config::ServiceConfig& c,
+                                                      quic::AesEngine engine) {
+  if (!c.quic_lb) return nullptr;
+  std::vector<quic::LbConfig> configs;
+  for (const config::QuicLbConfigEntry& e : c.quic_lb->configs) {
+    configs.push_back({e.id, e.server_id_bytes, e.nonce_bytes, e.key});
+  }
+  std::vector<quic::ServerIdEntry> servers;
+  for (std::size_t i = 0; i < c.backends.size(); ++i) {
+    if (const config::ServerId* id = c.server_id(i)) {
+      servers.push_back(quic::ServerIdEntry::make(*id, static_cast<std::uint32_t>(i)));
+    }
+  }
+  try {
+    return std::make_shared<const quic::QuicLbService>(configs, servers, engine);
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument("service " + c.name + ": quic_lb: " + e.what());
+  }
 }
 
 }  // namespace
@@ -34,7 +57,8 @@ ServiceTable ServiceTableBuilder::build(std::span<const config::ServiceConfig> c
   }
   const MaglevTable none;
   for (const config::ServiceConfig& c : configs) {
-    if (!c.protocols.udp) continue;
+    const bool encapsulates = c.forwarding != config::Forwarding::nat;
+    if (!c.protocols.udp && !(encapsulates && c.protocols.tcp)) continue;
     if (c.mode != config::ServiceMode::proxy && c.mode != config::ServiceMode::reflect) continue;
     Service s;
     s.id = static_cast<std::uint32_t>(table.services_.size());
@@ -43,13 +67,20 @@ ServiceTable ServiceTableBuilder::build(std::span<const config::ServiceConfig> c
         c.mode == config::ServiceMode::proxy ? ServiceAction::balance : ServiceAction::reflect;
     s.vip = c.vip;
     s.port = c.port;
-    s.protocol = IPPROTO_UDP;
+    s.protocol = c.protocols.udp ? IPPROTO_UDP : IPPROTO_TCP;
+    if (encapsulates && c.mode == config::ServiceMode::proxy) {
+      s.forwarding = c.forwarding;
+      s.takes_tcp = c.protocols.udp && c.protocols.tcp;
+    }
     s.flow_affinity = c.affinity == config::Affinity::flow;
     if (auto reset = options.flows_reset_ms ? options.flows_reset_ms(c) : std::nullopt) {
       s.flows_reset = true;
       s.flows_reset_ms = *reset;
     }
-    if (s.action == ServiceAction::balance) s.backends = c.backends;
+    if (s.action == ServiceAction::balance) {
+      s.backends = c.backends;
+      s.quic_lb = quic_lb_of(c, options.aes_engine);
+    }
     if (s.backends.size() >= MaglevTable::kNoBackend) {
       throw std::invalid_argument("service " + c.name + ": more than 65534 backends");
     }
@@ -80,12 +111,17 @@ ServiceTable ServiceTableBuilder::build(std::span<const config::ServiceConfig> c
                                     before == previous.end() ? none : *before->second);
     }
 
-    if (!table.by_vip_.insert(key_of(s.vip, s.port, s.protocol), {s.id, 0})) {
-      throw std::invalid_argument("service " + c.name + ": udp " +
-                                  net::Endpoint{s.vip, s.port}.to_string() +
-                                  " is already served by another service");
+    const std::array<std::uint8_t, 2> protocols{s.protocol, IPPROTO_TCP};
+    for (std::size_t k = 0; k < (s.takes_tcp ? 2u : 1u); ++k) {
+      const std::uint8_t protocol = protocols[k];
+      if (!table.by_vip_.insert(key_of(s.vip, s.port, protocol), {s.id, 0})) {
+        throw std::invalid_argument(
+            "service " + c.name + ": " + (protocol == IPPROTO_UDP ? "udp " : "tcp ") +
+            net::Endpoint{s.vip, s.port}.to_string() + " is already served by another service");
+      }
     }
-    for (std::size_t i = 0; i < s.backends.size(); ++i) {
+    // An encapsulating service's backends answer clients directly: no reply to match.
+    for (std::size_t i = 0; !s.encapsulates() && i < s.backends.size(); ++i) {
       const net::Endpoint& b = s.backends[i];
       EndpointKey key = key_of(b.address, b.port, s.protocol);
       if (!table.by_backend_.insert(key, {s.id, static_cast<std::uint32_t>(i)})) {

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -16,6 +17,7 @@
 #include "lib/packet/flow_hash.hh"
 #include "lib/packet/maglev.hh"
 #include "lib/packet/parse.hh"
+#include "lib/quic/quic_lb_service.hh"
 
 namespace ferry::packet {
 
@@ -45,6 +47,17 @@ struct Service {
   // routers), and the host that carried its flows meanwhile may have given them other backends.
   bool flows_reset = false;
   std::uint32_t flows_reset_ms = 0;
+  // Direct server return (config "forwarding" ipip or gue): requests are sent unchanged inside an
+  // outer header to the chosen backend, which answers the client itself; such a service has no
+  // replies to rewrite (its backends are not in the reply map) and may take TCP as well as UDP
+  // (`takes_tcp`: TCP to the VIP and port is balanced per packet, never terminated).
+  config::Forwarding forwarding = config::Forwarding::nat;
+  bool takes_tcp = false;
+  bool encapsulates() const { return forwarding != config::Forwarding::nat; }
+  // QUIC-LB (config "quic_lb"): requests whose connection ID names a backend's server ID go to that
+  // backend while it is up (drained included), whatever their 4-tuple. Null: off. Its key
+  // schedules are computed when the table is built, never per packet.
+  std::shared_ptr<const quic::QuicLbService> quic_lb;
 };
 
 enum class MatchKind : std::uint8_t {
@@ -98,7 +111,7 @@ class ServiceTable {
       if (index < services_.size()) {
         const Service& s = services_[index];
         if (hint.kind == MatchKind::to_service) {
-          if (is_endpoint(s.vip, s.port, s.protocol, p.dst_address, p.dst_port, p)) {
+          if (is_vip_of(s, p)) {
             return {MatchKind::to_service, &s, 0, true};
           }
         } else if (hint.backend < s.backends.size()) {
@@ -122,6 +135,10 @@ class ServiceTable {
                           const ParsedPacket& p) noexcept {
     return port == p_port && protocol == p.protocol && address.is_v4() == p.is_v4() &&
            address.bytes == p_address;
+  }
+  static bool is_vip_of(const Service& s, const ParsedPacket& p) noexcept {
+    return is_endpoint(s.vip, s.port, s.protocol, p.dst_address, p.dst_port, p) ||
+           (s.takes_tcp && is_endpoint(s.vip, s.port, IPPROTO_TCP, p.dst_address, p.dst_port, p));
   }
   std::vector<Service> services_;
   // steering id -> index in services_ (or past its end: no service of this table has that id).
@@ -147,17 +164,22 @@ struct ServiceTableOptions {
   // ferry_frame_meta), if it has one: ServiceTable::match(p, hint) takes the hinted service by it.
   // Null: no hints are taken (every frame is matched).
   std::function<std::optional<std::uint32_t>(const config::ServiceConfig&)> steering_id;
+  // The AES code of QUIC-LB services' decoders (quic::choose_aes_engine(): AES-NI where the CPU
+  // has it, unless FERRY_QUIC_AESNI=0).
+  quic::AesEngine aes_engine = quic::choose_aes_engine();
   // Only check that the table can be built (a reload's check before it changes anything): every
   // error is thrown as when building, but no Maglev table is filled.
   bool check_only = false;
 };
 
 // Takes the services that have "udp" in protocols and mode proxy or reflect (TCP and echo belong to
-// the io_uring runtime). Every policy in `balance` is served by Maglev here: the XDP path keeps no
-// per-flow state, so round_robin/least_connections cannot be honoured per packet. Throws
-// std::invalid_argument when a table cannot be stateless: one backend (ip, port) in two UDP
-// services (a reply from it could not be told apart), a backend of another address family than
-// its vip, or a bad maglev_size.
+// the io_uring runtime), and the encapsulating ones (forwarding ipip or gue) with their TCP too.
+// Every policy in `balance` is served by Maglev here: the XDP path keeps no per-flow state, so
+// round_robin/least_connections cannot be honoured per packet. Throws std::invalid_argument when a
+// table cannot be stateless: one backend (ip, port) in two UDP services (a reply from it could not
+// be told apart), a backend of another address family than its vip, or a bad maglev_size.
+// Encapsulating services may share backends with any service: no reply of theirs comes back through
+// ferry.
 ServiceTable build_service_table(std::span<const config::ServiceConfig> services,
                                  const ServiceTableOptions& options = {});
 

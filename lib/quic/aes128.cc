@@ -24,7 +24,7 @@ bool cpu_has_aesni() {
 }
 
 AesEngine choose_aes_engine(EnvLookup lookup) {
-  if (lookup == nullptr) lookup = [](const char* name) -> const char* { return std::getenv(name); };
+  lookup = env_or_process(lookup);
   const bool present = cpu_has_aesni();
   const char* text = lookup("FERRY_QUIC_AESNI");
   std::string_view v = text ? text : "";

@@ -7,6 +7,8 @@
 #include <span>
 #include <string_view>
 
+#include "lib/common/env.hh"
+
 namespace ferry::quic {
 
 inline constexpr std::size_t kAesKeyBytes = 16;
@@ -26,7 +28,6 @@ bool cpu_has_aesni();
 // The engine to use: FERRY_QUIC_AESNI=0|off forces the portable one (as on a CPU without AES-NI),
 // 1|on requires AES-NI (std::runtime_error if the CPU lacks it), auto or unset takes AES-NI when
 // the CPU has it. `lookup` is getenv by default (tests pass their own).
-using EnvLookup = const char* (*)(const char*);
 AesEngine choose_aes_engine(EnvLookup lookup = nullptr);
 
 class Aes128 {

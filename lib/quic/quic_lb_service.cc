@@ -29,6 +29,8 @@ std::string_view to_string(QuicLbOutcome outcome) {
       return "cid_too_short";
     case QuicLbOutcome::unknown_server_id:
       return "unknown_server_id";
+    case QuicLbOutcome::backend_unusable:
+      return "backend_unusable";
   }
   return "unknown";
 }

@@ -26,9 +26,12 @@ enum class QuicLbOutcome : std::uint8_t {
   unknown_config,        // a codepoint no configuration of the service uses
   cid_too_short,         // fewer DCID octets than the configuration needs
   unknown_server_id,     // decoded, but no backend has that server ID (e.g. a client's Initial)
+  // Not route()'s: the caller's, when the ID names a backend that may not take packets (down by
+  // health, disabled, or removed from the service).
+  backend_unusable,
 };
 inline constexpr std::size_t kQuicLbOutcomeCount =
-    static_cast<std::size_t>(QuicLbOutcome::unknown_server_id) + 1;
+    static_cast<std::size_t>(QuicLbOutcome::backend_unusable) + 1;
 std::string_view to_string(QuicLbOutcome outcome);
 
 struct QuicLbRoute {

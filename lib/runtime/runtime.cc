@@ -13,17 +13,6 @@
 #include "lib/uring/recv_counters.hh"
 
 namespace ferry::runtime {
-namespace {
-
-bool env_flag(EnvLookup lookup, const char* name) {
-  const char* value = lookup(name);
-  if (value == nullptr) return false;
-  const std::string v(value);
-  return v == "1" || v == "on" || v == "true" || v == "yes";
-}
-
-}  // namespace
-
 std::string_view to_string(IoReadyMode mode) {
   switch (mode) {
     case IoReadyMode::inbox:
@@ -37,9 +26,9 @@ std::string_view to_string(IoReadyMode mode) {
 }
 
 IoReadyMode io_ready_with_env(IoReadyMode configured, EnvLookup lookup) {
-  if (lookup == nullptr) lookup = [](const char* name) -> const char* { return std::getenv(name); };
-  const bool global = env_flag(lookup, "FERRY_TASK_GLOBAL_IO_READY");
-  const bool index = env_flag(lookup, "FERRY_TASK_IO_READY_INDEX");
+  lookup = env_or_process(lookup);
+  const bool global = env_flag("FERRY_TASK_GLOBAL_IO_READY", lookup);
+  const bool index = env_flag("FERRY_TASK_IO_READY_INDEX", lookup);
   if (global && index) {
     throw std::invalid_argument(
         "FERRY_TASK_GLOBAL_IO_READY and FERRY_TASK_IO_READY_INDEX are both set: unset one (or "
@@ -51,7 +40,7 @@ IoReadyMode io_ready_with_env(IoReadyMode configured, EnvLookup lookup) {
 }
 
 std::uint32_t index_drain_with_env(std::uint32_t configured, EnvLookup lookup) {
-  if (lookup == nullptr) lookup = [](const char* name) -> const char* { return std::getenv(name); };
+  lookup = env_or_process(lookup);
   const char* value = lookup("FERRY_TASK_INDEX_DRAIN");
   if (value == nullptr || *value == '\0') return configured;
   char* end = nullptr;

@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "lib/common/env.hh"
 #include "lib/metrics/registry.hh"
 #include "lib/runtime/idle.hh"
 #include "lib/runtime/ready_index.hh"
@@ -38,7 +39,6 @@ std::string_view to_string(IoReadyMode mode);
 // FERRY_TASK_GLOBAL_IO_READY=1 selects global, FERRY_TASK_IO_READY_INDEX=1 selects index, over the
 // configured mode; both at once is a startup error (std::invalid_argument). `lookup` is getenv by
 // default.
-using EnvLookup = const char* (*)(const char*);
 IoReadyMode io_ready_with_env(IoReadyMode configured, EnvLookup lookup = nullptr);
 // FERRY_TASK_INDEX_DRAIN=N (1..64) overrides how many tasks a searcher takes from an inbox it found
 // through the index.

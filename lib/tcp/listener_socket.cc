@@ -19,7 +19,7 @@ std::string_view to_string(ListenerMode mode) {
 }
 
 ListenerMode listener_mode_with_env(ListenerMode configured, EnvLookup lookup) {
-  if (lookup == nullptr) lookup = [](const char* name) -> const char* { return std::getenv(name); };
+  lookup = env_or_process(lookup);
   const char* value = lookup("FERRY_TCP_LISTENER");
   if (value == nullptr || *value == '\0') return configured;
   const std::string v(value);

@@ -7,6 +7,7 @@
 #include <string_view>
 #include <vector>
 
+#include "lib/common/env.hh"
 #include "lib/common/net.hh"
 #include "lib/common/unique_fd.hh"
 
@@ -19,7 +20,6 @@ enum class ListenerMode {
 std::string_view to_string(ListenerMode mode);
 // FERRY_TCP_LISTENER=shared|reuseport over `configured`; anything else throws
 // std::invalid_argument. `lookup` is getenv by default.
-using EnvLookup = const char* (*)(const char*);
 ListenerMode listener_mode_with_env(ListenerMode configured, EnvLookup lookup = nullptr);
 
 // Non-blocking, close-on-exec, SO_REUSEADDR (and SO_REUSEPORT when asked), bound and listening.

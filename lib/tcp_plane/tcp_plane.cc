@@ -29,7 +29,8 @@ TcpPlane::~TcpPlane() {
 std::vector<TcpPlane::Desired> TcpPlane::desired_services(const config::Config& config) {
   std::vector<Desired> out;
   for (const config::ServiceConfig& s : config.services) {
-    if (!s.protocols.tcp) continue;
+    // An encapsulating service's TCP is balanced per packet by the fast path, never terminated.
+    if (!s.protocols.tcp || s.forwarding != config::Forwarding::nat) continue;
     if (s.mode == config::ServiceMode::echo || s.mode == config::ServiceMode::proxy) {
       out.push_back({&s, net::Endpoint{s.vip, s.port}});
     }

@@ -46,7 +46,7 @@ bool decide(Tristate wanted, bool present, const char* what, const char* key) {
 }  // namespace
 
 RecvOptions with_env_overrides(RecvOptions options, EnvLookup lookup) {
-  if (lookup == nullptr) lookup = [](const char* name) -> const char* { return std::getenv(name); };
+  lookup = env_or_process(lookup);
   apply(options.bundle, "FERRY_URING_BUNDLE", lookup);
   apply(options.incremental, "FERRY_URING_INCREMENTAL", lookup);
   apply(options.multishot, "FERRY_URING_MULTISHOT", lookup);

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "lib/common/env.hh"
 #include "lib/uring/probe.hh"
 
 namespace ferry::uring {
@@ -21,7 +22,6 @@ struct RecvOptions {
 // Returns `options` with FERRY_URING_BUNDLE, FERRY_URING_INCREMENTAL and FERRY_URING_MULTISHOT
 // applied: "0"/"off" forces the fallback, "1"/"on" forces the feature, "auto" or unset keeps the
 // configured value. `lookup` is getenv by default (tests pass their own).
-using EnvLookup = const char* (*)(const char*);
 RecvOptions with_env_overrides(RecvOptions options, EnvLookup lookup = nullptr);
 
 struct RecvModes {

@@ -10,8 +10,10 @@
 
 #include <cerrno>
 #include <cstring>
+#include <optional>
 #include <set>
 #include <stdexcept>
+#include <type_traits>
 
 #include "lib/common/interface_names.hh"
 
@@ -44,26 +46,68 @@ struct KeyLess {
   bool operator()(const Key& a, const Key& b) const { return key_less(a, b); }
 };
 
-// Writes every wanted (key, value) and deletes every key in the map that is not wanted.
+// The kernel's id of the map behind `fd` (0 if it cannot say): a shadow belongs to one map.
+std::uint32_t map_id_of(int fd) {
+  bpf_map_info info{};
+  std::uint32_t len = sizeof(info);
+  return bpf_obj_get_info_by_fd(fd, &info, &len) == 0 ? info.id : 0;
+}
+
+template <typename T>
+std::string bytes_of(const T& value) {
+  static_assert(std::has_unique_object_representations_v<T>, "compared byte for byte");
+  return std::string(reinterpret_cast<const char*>(&value), sizeof(T));
+}
+
+// Writes every wanted (key, value) and deletes every key in the map that is not wanted. With a
+// shadow of the map (what the last sync wrote there), only the entries that differ are written
+// and only the keys it wrote that are no longer wanted deleted, so a change of one backend among
+// thousands costs a few syscalls; without one (the first sync, after a takeover or a failed
+// sync), every entry is written and the whole map scanned for stale keys.
 template <typename Key, typename Value>
-void sync_map(int fd, const std::map<Key, Value, KeyLess<Key>>& wanted, const char* what) {
+void sync_map(int fd, const std::map<Key, Value, KeyLess<Key>>& wanted, const char* what,
+              std::map<std::string, MapShadow>& shadows) {
+  const std::uint32_t id = map_id_of(fd);
+  auto found = shadows.find(what);
+  std::optional<MapShadow> before;
+  if (found != shadows.end()) {
+    if (id != 0 && found->second.map_id == id) before = std::move(found->second);
+    shadows.erase(found);  // unknown until this sync has written everything
+  }
+  MapShadow after{id, {}};
   for (const auto& [key, value] : wanted) {
-    if (bpf_map_update_elem(fd, &key, &value, BPF_ANY) != 0) {
+    std::string k = bytes_of(key);
+    std::string v = bytes_of(value);
+    auto was = before ? before->entries.find(k) : std::map<std::string, std::string>::iterator{};
+    bool same = before && was != before->entries.end() && was->second == v;
+    if (!same && bpf_map_update_elem(fd, &key, &value, BPF_ANY) != 0) {
       throw std::runtime_error(std::string("updating the XDP ") + what +
                                " map: " + std::strerror(errno) +
                                (errno == E2BIG || errno == ENOSPC ? " (too many entries)" : ""));
     }
+    if (before && was != before->entries.end()) before->entries.erase(was);
+    after.entries.emplace(std::move(k), std::move(v));
   }
-  std::vector<Key> stale;
-  Key key{};
-  Key next{};
-  const Key* cursor = nullptr;
-  while (bpf_map_get_next_key(fd, cursor, &next) == 0) {
-    if (!wanted.count(next)) stale.push_back(next);
-    key = next;
-    cursor = &key;
+  if (before) {
+    // What is left of the shadow was written before and is wanted no more.
+    for (const auto& entry : before->entries) {
+      Key stale{};
+      std::memcpy(&stale, entry.first.data(), sizeof(Key));
+      bpf_map_delete_elem(fd, &stale);
+    }
+  } else {
+    std::vector<Key> stale;
+    Key key{};
+    Key next{};
+    const Key* cursor = nullptr;
+    while (bpf_map_get_next_key(fd, cursor, &next) == 0) {
+      if (!wanted.count(next)) stale.push_back(next);
+      key = next;
+      cursor = &key;
+    }
+    for (const auto& k : stale) bpf_map_delete_elem(fd, &k);
   }
-  for (const auto& k : stale) bpf_map_delete_elem(fd, &k);
+  if (id != 0) shadows.emplace(what, std::move(after));
 }
 
 // Every IPv4 and IPv6 address of the namespace's interfaces (proto and port 0). Addresses added
@@ -130,16 +174,19 @@ void XdpMapSync::apply(const XdpMapFds& fds, const config::Config& config) {
   std::set<std::string> names;
   for (const auto& svc : config.services) {
     names.insert(svc.name);
+    // An encapsulating service's backends answer clients directly: nothing comes back from them
+    // through ferry, and its TCP is the workers' too.
+    const bool encapsulates = svc.forwarding != config::Forwarding::nat;
     if (svc.protocols.udp) {
       udp_hosts[endpoint_key(svc.vip, 0, IPPROTO_UDP)] |= FERRY_HOST_VIP;
       for (const auto& b : svc.backends) {
-        udp_hosts[endpoint_key(b.address, 0, IPPROTO_UDP)] |= FERRY_HOST_BACKEND;
+        if (!encapsulates) udp_hosts[endpoint_key(b.address, 0, IPPROTO_UDP)] |= FERRY_HOST_BACKEND;
       }
     }
-    ferry_service_value value{id_for(svc.name), 0};
+    ferry_service_value value{id_for(svc.name), encapsulates ? FERRY_SERVICE_ENCAP : 0u};
     for (auto proto : protos_of(svc.protocols)) {
       services[endpoint_key(svc.vip, svc.port, proto)] = value;
-      for (std::size_t i = 0; i < svc.backends.size(); ++i) {
+      for (std::size_t i = 0; !encapsulates && i < svc.backends.size(); ++i) {
         const net::Endpoint& b = svc.backends[i];
         // The index goes to the worker with each reply (ferry_frame_meta); past 16 bits the
         // worker finds the backend itself.
@@ -209,14 +256,14 @@ void XdpMapSync::apply(const XdpMapFds& fds, const config::Config& config) {
   }
 
   // Routes and drops first, services last: a new service never sees a half-written drop list.
-  sync_map(fds.drop4, drop4, "drop4");
-  sync_map(fds.drop6, drop6, "drop6");
-  sync_map(fds.routes4, routes4, "routes4");
-  sync_map(fds.routes6, routes6, "routes6");
-  if (fds.local_addrs >= 0) sync_map(fds.local_addrs, local_addresses(), "local_addrs");
-  if (fds.udp_hosts >= 0) sync_map(fds.udp_hosts, udp_hosts, "udp_hosts");
-  sync_map(fds.backends, backends, "backends");
-  sync_map(fds.services, services, "services");
+  sync_map(fds.drop4, drop4, "drop4", shadows_);
+  sync_map(fds.drop6, drop6, "drop6", shadows_);
+  sync_map(fds.routes4, routes4, "routes4", shadows_);
+  sync_map(fds.routes6, routes6, "routes6", shadows_);
+  if (fds.local_addrs >= 0) sync_map(fds.local_addrs, local_addresses(), "local_addrs", shadows_);
+  if (fds.udp_hosts >= 0) sync_map(fds.udp_hosts, udp_hosts, "udp_hosts", shadows_);
+  sync_map(fds.backends, backends, "backends", shadows_);
+  sync_map(fds.services, services, "services", shadows_);
 }
 
 }  // namespace ferry::xdp

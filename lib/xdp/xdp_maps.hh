@@ -1,6 +1,7 @@
 // Keeps the XDP program's maps (services, backends, routes, drop prefixes) equal to the running
-// configuration: on every apply, new keys are written and stale ones deleted, so a reload never
-// detaches the program or leaves a window with an empty map.
+// configuration: on every apply, new and changed entries are written and stale ones deleted (by
+// difference with what the last apply wrote), so a reload never detaches the program or leaves a
+// window with an empty map, and a change of one backend writes one entry, not thousands.
 #pragma once
 
 #include <cstdint>
@@ -29,6 +30,12 @@ struct XdpMapFds {
   int xsks = -1;
 };
 
+// What XdpMapSync last wrote into one map, byte for byte, and that map's kernel id.
+struct MapShadow {
+  std::uint32_t map_id = 0;
+  std::map<std::string, std::string> entries;  // key bytes -> value bytes
+};
+
 class XdpMapSync {
  public:
   // Writes the maps for `config`. Throws std::runtime_error (map full, unknown egress interface)
@@ -46,6 +53,9 @@ class XdpMapSync {
 
  private:
   std::map<std::string, std::uint32_t> service_ids_;
+  // Per map (by name), what the last apply wrote: the next writes only the difference. Dropped
+  // for a map whose sync failed, so the next apply writes it whole again.
+  std::map<std::string, MapShadow> shadows_;
   std::vector<bool> id_used_ = std::vector<bool>(FERRY_MAX_SERVICES, false);
 };
 

@@ -551,9 +551,7 @@ class FleetLab:
         backends' namespace: its checks' datagrams are dropped; the data path is untouched)."""
         rules = (f"table inet fleetlab {{\n chain input {{\n  type filter hook input priority 0;\n"
                  f"  ip saddr {BACKSIDE[n]} udp dport {HEALTH_PORT} drop\n }}\n}}\n")
-        r = subprocess.run(["ip", "netns", "exec", self.back.name, "nft", "-f", "-"], input=rules,
-                           capture_output=True, text=True)
-        check_eq(r.returncode, 0, f"nft: {r.stderr}")
+        self.back.nft(rules, f"refusing gateway {n}'s health checks")
 
     def answer_health(self):
         self.back.run("nft", "delete", "table", "inet", "fleetlab", check=False)

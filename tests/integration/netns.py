@@ -33,6 +33,14 @@ class Netns:
     def ip(self, *args, check=True):
         return sh("ip", "-n", self.name, *args, check=check)
 
+    def nft(self, rules, what="nft"):
+        """Loads nftables `rules` (one ruleset text, applied atomically) in this namespace; fails
+        the test with nft's message when it refuses them."""
+        r = subprocess.run(["ip", "netns", "exec", self.name, "nft", "-f", "-"], input=rules,
+                           capture_output=True, text=True)
+        if r.returncode != 0:
+            raise AssertionError(f"{what}: nft exited {r.returncode}: {r.stderr.strip()}")
+
     def add_addresses(self, ifname, *cidrs):
         """`ip addr add` of each CIDR on `ifname`; IPv6 ones nodad (usable at once)."""
         for c in cidrs:

@@ -10,6 +10,7 @@ import time
 from fastpath_lab import (BACKENDS, CLIENT, PORT, SINK, SINK_PORT, SINK_SCRIPT, VIP, Lab,
                           check_conserved, fastpath_config, inside)
 from harness import TestFailure, check, check_eq, ok, running, wait_until
+from inet_checksum import csum
 
 FRAMES_PER_DESTINATION = 8
 # UMEM frames of 2048 bytes hold 2048 - 256 (XDP headroom) bytes of a received frame; the client's
@@ -18,15 +19,6 @@ FRAME_BYTES = 2048
 LAB_MTU = 3000
 JUMBO_PAYLOAD = 2400
 V6_SRC, V6_DST = "fd00:1::2", "fd00:100::10"
-
-
-def csum(data):
-    if len(data) % 2:
-        data += b"\0"
-    s = sum(struct.unpack(f"!{len(data) // 2}H", data))
-    while s >> 16:
-        s = (s & 0xffff) + (s >> 16)
-    return ~s & 0xffff
 
 
 def eth(dst_mac, src_mac, ethertype):

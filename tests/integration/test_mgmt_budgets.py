@@ -27,7 +27,12 @@ UNAUTH_PER_SOURCE = 8
 METRICS_PER_SOURCE = 8
 # The issue's floods: 5,000 control connections from one local user, 3,000 half requests.
 FLOOD = {"unix": 5000, "tcp": 2000, "http": 3000}
-WITHIN = 1.0  # seconds each of root's actions may take during the flood
+# Seconds each of root's actions may take during the flood: the issue's second, on the product
+# build (its worst here is about 150 ms with another test running beside it). A sanitized ferryd
+# (ASan+UBSan, `make test`'s second tree) pays several times more per refused connection, and
+# root's connection waits behind the flood's listen backlog, so there the same run measured up
+# to 1.3 s, once 3 s: the bound there is a lockout's, not the issue's latency.
+WITHIN = 1.0 if os.environ.get("FERRY_SANITIZE", "none") == "none" else 6.0
 ROUNDS = 5  # times every action is repeated while the floods churn
 CHURN_BEFORE_ACTING = 2000  # refusals each flood has had since it began to churn
 PROMETHEUS_REQUEST = (
@@ -280,12 +285,17 @@ def test_floods_leave_the_operator_in_control(workdir):
                   f"per_source {control_rejected(s, 'per_source'):.0f}; metrics per_source "
                   f"{metrics_rejected(s, 'per_source'):.0f}", flush=True)
 
-            # Held silent or half connections are closed at their deadline, and counted.
+            # Held silent or half connections are closed at their deadline, and counted: every
+            # one admitted, including those admitted when an earlier one's deadline freed its slot
+            # while the burst was still in the listen backlog.
             def deadlines_passed():
                 s = samples(mhost, mport)
-                return s if (control_rejected(s, "auth_timeout") >= UNAUTH_PER_SOURCE and
-                             metrics_rejected(s, "request_timeout") >= METRICS_PER_SOURCE) else None
-            timeouts = wait_until(deadlines_passed, 10,
+                tcp_admitted = s.get('ferry_control_connections_total{transport="tcp"}', 0)
+                http_refused = metrics_rejected(s, "per_source")
+                return s if (control_rejected(s, "auth_timeout") >= tcp_admitted and
+                             metrics_rejected(s, "request_timeout") + http_refused >=
+                             FLOOD["http"]) else None
+            timeouts = wait_until(deadlines_passed, 30,
                                   "the held unauthenticated and half-request connections closed")
             check_eq(floods[1].held(), 0, "unauthenticated connections held after the deadline")
             check_eq(floods[2].held(), 0, "metrics connections held after the deadline")

@@ -16,18 +16,21 @@ BUILD_BUDGET_S = 1700
 EXPECTED_FILES = [
     "usr/sbin/ferryd",
     "usr/bin/ferryctl",
+    "usr/sbin/ferry-decap",
     "etc/ferry/ferryd.json",
     "etc/iproute2/rt_protos.d/ferry.conf",
     "lib/systemd/system/ferryd.service",
     "usr/share/bash-completion/completions/ferryctl",
     "usr/share/man/man8/ferryd.8.gz",
     "usr/share/man/man8/ferryctl.8.gz",
+    "usr/share/man/man8/ferry-decap.8.gz",
     "usr/share/man/man5/ferryd.json.5.gz",
     "usr/share/doc/ferry/README.md",
     "usr/share/doc/ferry/operations.md",
     "usr/share/doc/ferry/config.md",
     "usr/share/doc/ferry/metrics.md",
     "usr/share/doc/ferry/fleet.md",
+    "usr/share/doc/ferry/dsr.md",
     "usr/share/doc/ferry/copyright",
     "usr/share/doc/ferry/changelog.gz",
 ]
@@ -60,6 +63,7 @@ def test_package_builds_installs_the_right_files_and_passes_lintian(workdir):
     for path in EXPECTED_FILES:
         check(os.path.isfile(os.path.join(root, path)), f"{path} is in the package")
     for path, mode in (("usr/sbin/ferryd", 0o755), ("usr/bin/ferryctl", 0o755),
+                       ("usr/sbin/ferry-decap", 0o755),
                        ("etc/ferry/ferryd.json", 0o644),
                        ("etc/iproute2/rt_protos.d/ferry.conf", 0o644)):
         check_eq(oct(os.stat(os.path.join(root, path)).st_mode & 0o7777), oct(mode), f"mode of {path}")
@@ -94,7 +98,11 @@ def test_package_builds_installs_the_right_files_and_passes_lintian(workdir):
     r = subprocess.run([os.path.join(root, "usr/bin/ferryctl"), "--version"], capture_output=True,
                        text=True, timeout=10)
     check_eq(r.returncode, 0, f"ferryctl --version: {r.stderr}")
-    for page in ("man8/ferryd.8.gz", "man8/ferryctl.8.gz", "man5/ferryd.json.5.gz"):
+    r = subprocess.run([os.path.join(root, "usr/sbin/ferry-decap"), "--version"], capture_output=True,
+                       text=True, timeout=10)
+    check_eq(r.stdout.strip(), f"ferry-decap {changelog_version()}", "ferry-decap --version")
+    for page in ("man8/ferryd.8.gz", "man8/ferryctl.8.gz", "man8/ferry-decap.8.gz",
+                 "man5/ferryd.json.5.gz"):
         r = subprocess.run(["man", "--warnings", "-l", os.path.join(root, "usr/share/man", page)],
                            capture_output=True, text=True, timeout=30, env=dict(os.environ, MANWIDTH="80"))
         check_eq(r.stderr, "", f"man --warnings {page}")

@@ -27,6 +27,11 @@
 # from a backend about 1,000 balanced flows (icmp_errors.py, sent from the backend's side), which
 # ferry turns into errors from the VIP quoting the client's datagram to the VIP, next to conntrack
 # doing the same for the flows' DNAT entries (made by the client's datagrams just before).
+# QUIC=1 measures instead QUIC-LB routing (docs/quic.md): balance of QUIC short-header packets
+# whose connection IDs name the three backends' server IDs, with the service's quic_lb in each
+# form (plaintext, single_pass, four_pass; CIDs from tests/quic/ferry_quic_cid_encode) next to
+# the same packets with quic_lb off (maglev: the 4-tuple, flow table), full checksums, alternated
+# REPEATS times, and writes tests/bench/results/quic-lab.md.
 # FERRYD_B=PATH measures instead this tree's ferryd next to another build's (PATH, e.g. a previous
 # revision's) and to this one with FERRY_XSK_IGNORE_XDP_MATCH=1 (the worker matches every frame
 # itself), balance only, alternated REPEATS times, and writes tests/bench/results/lab-ab.md.
@@ -44,9 +49,11 @@ done
 out="$root/tests/bench/results/lab.md"
 affinity_mode="${AFFINITY:-}"
 iphop_mode="${IPHOP:-}"
+quic_mode="${QUIC:-}"
 repeats="${REPEATS:-3}"
 [ -n "$affinity_mode" ] && out="$root/tests/bench/results/flows.md"
 [ -n "$iphop_mode" ] && out="$root/tests/bench/results/ip-hop.md"
+[ -n "$quic_mode" ] && out="$root/tests/bench/results/quic-lab.md" && checksums=full
 ferryd_b="${FERRYD_B:-}"
 [ -n "$ferryd_b" ] && out="$root/tests/bench/results/lab-ab.md"
 [ -z "$ferryd_b" ] || [ -x "$ferryd_b" ] || { echo "run.sh: FERRYD_B=$ferryd_b is not a program" >&2; exit 1; }
@@ -113,7 +120,16 @@ in_ns "$B" bpftool net attach xdpdrv pinned "$bpffs/prog/xdp_sink" dev b0
 for a in 10.10.2.2 10.10.2.3 10.10.2.4; do in_ns "$G" ping -c1 -W1 "$a" >/dev/null; done
 in_ns "$C" ping -c1 -W1 10.10.1.1 >/dev/null
 
-write_config() {  # affinity of the bench service: flow (the default) or none
+# write_config [AFFINITY [QUIC_LB_JSON SERVER_ID...]]: the bench service's affinity (flow, the
+# default, or none); with QUIC_LB_JSON its quic_lb section and the three backends' server IDs.
+write_config() {
+  local backends="\"10.10.2.2:$PORT\", \"10.10.2.3:$PORT\", \"10.10.2.4:$PORT\"" quic_lb=""
+  if [ $# -ge 5 ]; then
+    quic_lb="\"quic_lb\": $2,"
+    backends="{ \"address\": \"10.10.2.2:$PORT\", \"server_id\": \"$3\" },
+                  { \"address\": \"10.10.2.3:$PORT\", \"server_id\": \"$4\" },
+                  { \"address\": \"10.10.2.4:$PORT\", \"server_id\": \"$5\" }"
+  fi
   cat >"$work/ferryd.json" <<JSON
 {
   "control": { "socket": "$work/ferryd.sock", "group": null },
@@ -121,8 +137,8 @@ write_config() {  # affinity of the bench service: flow (the default) or none
   "log": { "level": "notice" },
   "xdp": { "interfaces": [ { "name": "g0" }, { "name": "g1" } ] },
   "services": [ { "name": "bench", "vip": "$VIP", "port": $PORT, "protocols": ["udp"],
-                  "affinity": "${1:-flow}",
-                  "backends": ["10.10.2.2:$PORT", "10.10.2.3:$PORT", "10.10.2.4:$PORT"] } ],
+                  "affinity": "${1:-flow}", $quic_lb
+                  "backends": [$backends] } ],
   "routes": [ { "prefix": "10.10.3.0/24", "via": "g1" } ]
 }
 JSON
@@ -197,9 +213,36 @@ traffic() {
       "$PORT" "$ICMP_FIRST_SPORT" "$ICMP_FLOWS"
     return
   fi
-  local dst="$1" dport="$2" size="$3" checksum="$4" fill=$(( $3 - 42 )) csum=""
+  local dst="$1" dport="$2" size="$3" checksum="$4" fill=$(( $3 - 42 )) csum="" cid
   [ "$checksum" = partial ] && csum=", csum=$(partial_csum "$CLIENT_IP" "$dst" $(( size - 34 )))"
+  if [ -n "$quic_mode" ]; then  # one packet per server: a short header (0x40) and its CID first
+    for cid in "${quic_cids[@]}"; do
+      echo "{ eth(da=$g0_mac, sa=$c0_mac), ipv4(saddr=$CLIENT_IP, daddr=$dst, ttl=64), udp(sp=dinc(1000, 60000), dp=$dport$csum), 0x40, $(echo "$cid" | sed 's/../0x&, /g')fill(0x41, $(( fill - 1 - ${#cid} / 2 ))) }"
+    done
+    return
+  fi
   echo "{ eth(da=$g0_mac, sa=$c0_mac), ipv4(saddr=$CLIENT_IP, daddr=$dst, ttl=64), udp(sp=dinc(1000, 60000), dp=$dport$csum), fill(0x41, $fill) }"
+}
+
+# quic_form FORM: the bench service's config for FORM (maglev: quic_lb off) and quic_cids, the
+# connection IDs the three backends' servers issue (maglev sends plaintext's).
+QUIC_KEY=8f95f09245765f80256934e50c66207f
+quic_form() {
+  local id sid nonce key="" json sids=() server
+  case "$1" in
+    maglev|plaintext) id=0 sid=2 nonce=6 ;;
+    single_pass) id=1 sid=3 nonce=13 key="$QUIC_KEY" ;;
+    four_pass) id=2 sid=2 nonce=6 key="$QUIC_KEY" ;;
+  esac
+  quic_cids=()
+  for server in 11 22 33; do
+    sids+=("$(printf "%0$((2 * sid - 2))d%s" 0 "$server")")
+    quic_cids+=("$("$build/tests/quic/ferry_quic_cid_encode" \
+      "config_id=$id,server_id=${sids[-1]},nonce_bytes=$nonce${key:+,key=$key}" \
+      "$(printf '%02x' $(seq 1 "$nonce"))")")
+  done
+  json="{ \"configs\": [ { \"id\": $id, \"server_id_bytes\": $sid, \"nonce_bytes\": $nonce, \"key\": $([ -n "$key" ] && echo "\"$key\"" || echo null) } ] }"
+  if [ "$1" = maglev ]; then write_config flow; else write_config flow "$json" "${sids[@]}"; fi
 }
 
 # Two IPv4 fragments per datagram of 2,008 UDP bytes: the first (MF, offset 0) holds the UDP header
@@ -262,6 +305,12 @@ icmp_flows_open() {
 }
 
 hz="$(getconf CLK_TCK)"
+# report_kinds TITLE COMMAND NOTE BASELINE KIND...: the side-by-side modes' table (report_kinds.py).
+report_kinds() {
+  mkdir -p "$(dirname "$out")"
+  python3 "$root/tests/bench/lab/report_kinds.py" "$results" "$hz" "$secs" "$load_before" "$repeats" \
+    "$@" >"$out"
+}
 results="$work/results.tsv"
 measure() {  # kind case size dst dport; one row per checksum kind
   local checksum
@@ -337,50 +386,9 @@ if [ -n "$affinity_mode" ]; then
       done
     done
   done
-  mkdir -p "$(dirname "$out")"
-  python3 - "$results" "$hz" "$secs" "$load_before" "$repeats" >"$out" <<'PY'
-import os, platform, statistics, sys, time
-rows = [l.rstrip("\n").split("\t") for l in open(sys.argv[1]) if l.strip()]
-hz, secs, load_before, repeats = int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5]
-runs = {}
-for kind, case, size, checksum, delivered, sent, seconds, si, fu, fs, busy, kdrop, wdrop, finished in rows:
-    delivered, seconds = int(delivered), float(seconds)
-    si, fu, fs = (int(x) / hz for x in (si, fu, fs))
-    gw = (si + fu + fs) * 1e9 / delivered if delivered else float("nan")
-    ferry = (fu + fs) * 1e9 / delivered if delivered else float("nan")
-    runs.setdefault((int(size), checksum, kind), []).append((delivered / seconds, gw, ferry))
-cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
-print("# Lab benchmark: the UDP flow table's cost")
-print()
-print(f"`AFFINITY=1 tests/bench/lab/run.sh`, {time.strftime('%Y-%m-%d %H:%M %Z')}: {cpu}, "
-      f"{os.cpu_count()} CPUs, kernel {platform.release()}, {secs} s per run, {repeats} runs of each "
-      f"alternated in one lab; load average before / after: {load_before} / "
-      f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}.")
-print()
-print("ferry balance (one worker, pinned) with the bench service's `affinity` `flow` (the default: "
-      "a lookup in the worker's flow table per request, 59,000 flows from cycling source ports, "
-      "each seen several times a second at the offered rate, so the table holds them all) and "
-      "`none` (pure Maglev, no table). Medians over the runs; gateway = softirq + ferryd CPU per "
-      "delivered packet, ferryd = ferryd's own user + system CPU per delivered packet.")
-print()
-print("| size | checksum | affinity | delivered pps | gateway ns/pkt | ferryd ns/pkt | runs (gateway ns/pkt) |")
-print("|---|---|---|---|---|---|---|")
-for (size, checksum, kind) in sorted(runs):
-    r = runs[(size, checksum, kind)]
-    print(f"| {size} | {checksum} | {kind.removeprefix('ferry-')} | {statistics.median(x[0] for x in r):,.0f} | "
-          f"{statistics.median(x[1] for x in r):,.0f} | {statistics.median(x[2] for x in r):,.0f} | "
-          f"{', '.join(f'{x[1]:,.0f}' for x in r)} |")
-print()
-print("| size | checksum | gateway ns/pkt, flow / none | ferryd ns/pkt, flow / none |")
-print("|---|---|---|---|")
-for (size, checksum) in sorted({(s, c) for s, c, _ in runs}):
-    on, off = runs.get((size, checksum, "ferry-flow")), runs.get((size, checksum, "ferry-none"))
-    if not on or not off:
-        continue
-    g = statistics.median(x[1] for x in on) / statistics.median(x[1] for x in off)
-    f = statistics.median(x[2] for x in on) / statistics.median(x[2] for x in off)
-    print(f"| {size} | {checksum} | {g:.3f} | {f:.3f} |")
-PY
+  report_kinds "the UDP flow table's cost" "AFFINITY=1 tests/bench/lab/run.sh" \
+    "ferry balance (one worker, pinned) with the bench service's \`affinity\` \`flow\` (the default: a lookup in the worker's flow table per request, 59,000 flows from cycling source ports, each seen several times a second at the offered rate, so the table holds them all) and \`none\` (pure Maglev, no table)." \
+    ferry-none ferry-flow ferry-none
   echo "wrote $out" >&2
   exit 0
 fi
@@ -400,80 +408,28 @@ if [ -n "$iphop_mode" ]; then
     done
   done
   mkdir -p "$(dirname "$out")"
-  python3 - "$results" "$hz" "$secs" "$load_before" "$repeats" "$work/translated.tsv" "$work/drops.tsv" >"$out" <<'PY'
-import os, platform, statistics, sys, time
-rows = [l.rstrip("\n").split("\t") for l in open(sys.argv[1]) if l.strip()]
-hz, secs, load_before, repeats = int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5]
-translated = {}
-for line in open(sys.argv[6]):
-    kind, count = line.split()
-    translated.setdefault(kind, []).append(int(count))
-delivered_icmp = {}
-runs = {}
-for kind, case, size, checksum, delivered, sent, seconds, si, fu, fs, busy, kdrop, wdrop, finished in rows:
-    frames, seconds = int(delivered), float(seconds)
-    if size == "icmp":
-        delivered_icmp.setdefault(kind, []).append(frames)
-    per_datagram = 2 if size == "frag2008" else 1  # the sink counts fragments
-    datagrams = frames / per_datagram
-    si, fu, fs = (int(x) / hz for x in (si, fu, fs))
-    gw = (si + fu + fs) * 1e9 / datagrams if datagrams else float("nan")
-    runs.setdefault((size, kind), []).append((datagrams / seconds, gw, int(wdrop), int(kdrop)))
-cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
-print("# Lab benchmark: the IP hop (fragments and ICMP errors)")
-print()
-print(f"`IPHOP=1 tests/bench/lab/run.sh`, {time.strftime('%Y-%m-%d %H:%M %Z')}: {cpu}, "
-      f"{os.cpu_count()} CPUs, kernel {platform.release()}, {secs} s per run, {repeats} rounds "
-      f"alternated in one lab; load average before / after: {load_before} / "
-      f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}.")
-print()
-print("Balance (Maglev over 3 backends) of unfragmented 64-byte datagrams and of 2,008-byte UDP "
-      "datagrams offered as two IPv4 fragments (trafgen, one CPU), ferry (one AF_XDP worker, the "
-      "second fragment following the first through the fragment table, no reassembly) next to "
-      "nftables DNAT (conntrack's nf_defrag reassembles each datagram, NATs it and fragments it "
-      "again). Medians; gateway = softirq + ferryd CPU per delivered datagram.")
-print()
-print("ICMP row (`icmp`): ICMP port-unreachable errors a backend sends about 1,000 balanced flows "
-      "(92-byte frames from the backend's veth, generated by `icmp_errors.py`, quoting the client's "
-      "64-byte datagram as the backend received it), delivered to the client translated: from the "
-      "VIP, quoting the datagram to the VIP. ferry translates each from its service table alone; "
-      "the kernel (every flow DNATed to that backend) from the conntrack entries that one datagram "
-      "per flow from the client made just before each run. Counted at the client's veth.")
-print()
-print("Drops (all rounds, frames): `socket` = frames the kernel dropped at ferry's AF_XDP sockets "
-      "(rx ring full, fill ring empty), `worker` = frames ferry's worker dropped.")
-print()
-print("| datagrams | forwarder | delivered datagrams/s | gateway ns/datagram | socket drops | worker drops | runs (gateway ns) |")
-print("|---|---|---:|---:|---:|---:|---|")
-for key in sorted(runs):
-    r = runs[key]
-    print(f"| {key[0]} | {key[1]} | {statistics.median(x[0] for x in r):,.0f} | "
-          f"{statistics.median(x[1] for x in r):,.0f} | {sum(x[3] for x in r):,} | {sum(x[2] for x in r):,} | "
-          f"{', '.join(f'{x[1]:,.0f}' for x in r)} |")
-print()
-drops = {}
-for line in open(sys.argv[7]):
-    case, reason, count = line.split()
-    drops.setdefault(case, {}).setdefault(reason, 0)
-    drops[case][reason] += int(count)
-for case, by in sorted(drops.items()):
-    print()
-    print(f"ferry's worker drops in the `{case}` rows, by reason (`ferry_xsk_drops_total`, all rounds): "
-          + ", ".join(f"{reason} {n:,}" for reason, n in sorted(by.items())) + ".")
-for kind, counts in sorted(delivered_icmp.items()):
-    print()
-    print(f"{kind}, ICMP row: {sum(translated.get(kind, [])):,} errors counted translated "
-          f"({'ferry_xsk_icmp_translated_total' if kind == 'ferry' else 'an nftables counter of errors from the VIP after the reply NAT'}) "
-          f"for {sum(counts):,} delivered at the client's veth.")
-print()
-print("| datagrams | ferry / kernel, datagrams/s | ferry / kernel, gateway ns |")
-print("|---|---:|---:|")
-for size in sorted({k[0] for k in runs}):
-    f, k = runs.get((size, "ferry")), runs.get((size, "kernel"))
-    if f and k:
-        print(f"| {size} | {statistics.median(x[0] for x in f) / statistics.median(x[0] for x in k):.2f} | "
-              f"{statistics.median(x[1] for x in f) / statistics.median(x[1] for x in k):.2f} |")
-PY
+  python3 "$root/tests/bench/lab/report_iphop.py" "$results" "$hz" "$secs" "$load_before" "$repeats" "$work/translated.tsv" "$work/drops.tsv" >"$out"
+  cat "$out"
+  exit 0
+fi
+if [ -n "$quic_mode" ]; then
+  [ -x "$build/tests/quic/ferry_quic_cid_encode" ] || { echo "run.sh: no $build/tests/quic/ferry_quic_cid_encode (make deps, then build)" >&2; exit 1; }
+  : >"$work/quic.tsv"
+  for size in $sizes; do
+    for rep in $(seq "$repeats"); do
+      for form in maglev plaintext single_pass four_pass; do
+        quic_form "$form"
+        start_ferryd
+        measure "$form" balance "$size" "$VIP" "$PORT"
+        ferry_stats 'print(sys.argv[1], total("ferry_xsk_quic_lb_routed_total"), total("ferry_xsk_quic_lb_fallback_total"))' "$form" >>"$work/quic.tsv"
+        stop_ferryd
+      done
+    done
+  done
+  report_kinds "QUIC-LB routing next to the 4-tuple" "QUIC=1 tests/bench/lab/run.sh" \
+    "ferry balance (one worker, pinned) of QUIC short-header packets (0x40, then the connection ID, then filler) whose connection IDs name the three backends' server IDs in turn: \`plaintext\` (2-byte server ID + 6-byte nonce), \`single_pass\` (3 + 13, AES-128-ECB), \`four_pass\` (2 + 6, the four-pass Feistel, three AES blocks), each with the service's \`quic_lb\` on, next to \`maglev\`: the same packets with \`quic_lb\` off (the 4-tuple: flow table, then Maglev). Full UDP checksums." \
+    maglev maglev plaintext single_pass four_pass
+  awk '{ r[$1] += $2; f[$1] += $3 } END { printf "\nRouted by connection ID / fell back, all rounds (`ferry_xsk_quic_lb_routed_total`, `ferry_xsk_quic_lb_fallback_total`, warm-ups included):"; for (k in r) printf " %s %d / %d;", k, r[k], f[k]; print "" }' "$work/quic.tsv" >>"$out"
   cat "$out"
   exit 0
 fi
@@ -491,9 +447,10 @@ if [ -n "$ferryd_b" ]; then
       done
     done
   done
-  mkdir -p "$(dirname "$out")"
-  python3 "$root/tests/bench/lab/report_ab.py" "$results" "$hz" "$secs" "$load_before" "$repeats" \
-    "$ferryd_b" >"$out"
+  report_kinds "this tree's ferryd next to another build's, balance" \
+    "FERRYD_B=$ferryd_b tests/bench/lab/run.sh" \
+    "\`tree-no-hint\`: this tree with FERRY_XSK_IGNORE_XDP_MATCH=1; \`other\`: $ferryd_b." \
+    other tree tree-no-hint other
   cat "$out"
   exit 0
 fi
@@ -519,96 +476,5 @@ for size in $sizes; do
 done
 
 mkdir -p "$(dirname "$out")"
-python3 - "$results" "$hz" "$secs" "$load_before" >"$out" <<'PY'
-import os, platform, sys, time
-rows = [l.rstrip("\n").split("\t") for l in open(sys.argv[1]) if l.strip()]
-hz, secs, load_before = int(sys.argv[2]), sys.argv[3], sys.argv[4]
-data = {}
-for kind, case, size, checksum, delivered, sent, seconds, si, fu, fs, busy, kdrop, wdrop, finished in rows:
-    delivered, sent, seconds = int(delivered), int(sent), float(seconds)
-    si, fu, fs, busy = (int(x) / hz for x in (si, fu, fs, busy))
-    per = lambda s: s * 1e9 / delivered if delivered else float("nan")
-    data[(kind, case, int(size), checksum)] = {
-        "pps": delivered / seconds, "sent_pps": sent / seconds,
-        "loss": max(0.0, 1 - delivered / sent) if sent else 0.0,
-        "si": si, "fu": fu, "fs": fs, "kdrop": int(kdrop), "wdrop": int(wdrop), "finished": int(finished), "delivered": delivered,
-        "gw_ns": per(si + fu + fs), "busy_ns": per(busy)}
-cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
-print("# Lab benchmark: ferry next to the kernel and an in-kernel XDP redirect")
-print()
-print(f"`tests/bench/lab/run.sh`, {time.strftime('%Y-%m-%d %H:%M %Z')}: {cpu}, {os.cpu_count()} CPUs, "
-      f"kernel {platform.release()}, {secs} s per run; load average before / after: {load_before} / "
-      f"{' '.join(f'{x:.2f}' for x in os.getloadavg())} (the machine is shared: other load lands in "
-      "the machine column and can preempt ferry's worker).")
-print()
-print("Setup: client `c0` -- `g0` gateway `g1` -- `b0` sink, one queue per veth. trafgen on one CPU "
-      "(at `nice -15`, like ferryd) offers UDP (cycling source ports) at its full rate; `delivered` is counted at the sink's veth "
-      "(`rx_packets`, an XDP drop behind it). ferry: one AF_XDP worker, copy mode (veth has no "
-      "zero-copy), pinned to the CPU trafgen does not use (`taskset -c 1`) at `nice -15` (the kernel's forwarding runs in softirq and preempts other load anyway; a deployment isolates the workers' CPUs); route = configured "
-      "route (TTL-1, next hop from the kernel's neighbour table), balance = Maglev DNAT over 3 "
-      "backends. kernel: ip_forward; balance with nftables DNAT (`jhash ip saddr . udp sport mod 3`, "
-      "conntrack). xdp-redirect: MAC rewrite + DEVMAP redirect in the driver, no TTL, no DNAT "
-      "(the ceiling for both cases).")
-print()
-print("Checksum column: what the UDP checksum field of the offered datagrams holds. `full`: a complete "
-      "checksum (trafgen's own), what frames from a real NIC carry. `partial`: only the pseudo-header "
-      "sum (folded, not complemented; trafgen writes it as a constant, `udp(csum=...)`), byte for byte "
-      "what a local stack sending over veth with transmit checksum offload on (the default) leaves "
-      "there (CHECKSUM_PARTIAL): what containers, pods, VMs and local backends send, and what ferry "
-      "must complete when it rewrites a datagram. The kernel and xdp-redirect baselines forward either "
-      "without completing the UDP checksum (conntrack's DNAT updates it incrementally); they run with "
-      "both for the comparison. One difference the generator cannot carry: a local sender's datagram "
-      "reaches the kernel as CHECKSUM_PARTIAL, which conntrack trusts, while trafgen's arrives as "
-      "CHECKSUM_NONE, whose partial checksum conntrack would verify and reject (nothing DNATed); the "
-      "kernel balance `partial` rows therefore run with `nf_conntrack_checksum=0` (the treatment real "
-      "partial traffic gets), the `full` rows with the default 1 (conntrack verifies every checksum in "
-      "software, which a NIC with receive checksum offload would spare it). Every ratio compares rows "
-      "of the same size, case and checksum.")
-print()
-print("CPU columns, per delivered packet: `gateway` = softirq time of all CPUs (/proc/stat) + "
-      "ferryd's user + system time; `machine` = all busy time of all CPUs (generator and sink "
-      "included). The kernel accounts CPU time by ticks here (no IRQ_TIME_ACCOUNTING): softirq work "
-      "that runs inline in ferryd's sendto() (the sink veth's receive, the tx path) is counted "
-      "both as softirq and as ferryd's system time, so ferry's `gateway` figure is an upper bound; "
-      "`machine` never double counts.")
-print()
-print("| size | case | checksum | forwarder | sent pps | delivered pps | loss | softirq s | ferryd user s | ferryd sys s | gateway ns/pkt | machine ns/pkt | ferry / this, pps | ferry / this, gateway ns/pkt |")
-print("|---:|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-notes = []
-checksums = [c for c in ("partial", "full") if any(k[3] == c for k in data)]
-for size in sorted({k[2] for k in data}):
-    for case, checksum in ((c, s) for c in ("route", "balance") for s in checksums):
-        f = data.get(("ferry", case, size, checksum))
-        for kind in ("kernel", "ferry", "xdp-redirect"):
-            d = data.get((kind, case, size, checksum))
-            if not d:
-                continue
-            r_pps = f"{f['pps'] / d['pps']:.2f}" if f and d["pps"] else "-"
-            r_cpu = f"{f['gw_ns'] / d['gw_ns']:.2f}" if f and d["gw_ns"] > 0 else "-"
-            print(f"| {size} | {case} | {checksum} | {kind} | {d['sent_pps']:,.0f} | {d['pps']:,.0f} | "
-                  f"{100 * d['loss']:.1f}% | {d['si']:.2f} | {d['fu']:.2f} | {d['fs']:.2f} | "
-                  f"{d['gw_ns']:,.0f} | {d['busy_ns']:,.0f} | {r_pps} | {r_cpu} |")
-            if kind == "ferry" and d["loss"] > 0:
-                notes.append(f"ferry {case} {size} B {checksum} checksums lost {100 * d['loss']:.1f}%: {d['kdrop']:,} frames "
-                             f"dropped by the kernel at its sockets (rx ring full / fill ring empty), "
-                             f"{d['wdrop']:,} by the worker; the worker ran "
-                             f"{d['fu'] + d['fs']:.2f} s of the {secs} s.")
-for checksum in checksums:
-    ferry = [d for k, d in data.items() if k[0] == "ferry" and k[3] == checksum]
-    if ferry:
-        finished, delivered = sum(d['finished'] for d in ferry), sum(d['delivered'] for d in ferry)
-        notes.append(f"ferry, `{checksum}` rows: {finished:,} partial checksums "
-                     f"finished (`ferry_xsk_checksums_finished_total{{kind=\"partial\"}}`) for "
-                     f"{delivered:,} datagrams delivered"
-                     + ((" (every one)" if finished == delivered else
-                         " (the others reach their receivers with a checksum they drop)")
-                        if checksum == "partial" else
-                        ": only those whose complete checksum happens to equal the pseudo-header "
-                        "sum (about 1 in 65,536 with the cycling ports), which ferry cannot tell "
-                        "from a partial one; finished, they come out the same") + ".")
-if notes:
-    print()
-    for n in notes:
-        print(f"* {n}")
-PY
+python3 "$root/tests/bench/lab/report_lab.py" "$results" "$hz" "$secs" "$load_before" >"$out"
 cat "$out"

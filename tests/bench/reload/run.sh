@@ -3,7 +3,8 @@
 # with many services. ferryd runs in a netns of its own with one veth for XDP and
 # UDP_SERVICES + TCP_SERVICES services of 8 backends each (gen_config.py); the config then flips
 # between itself and a copy where one UDP and one TCP service have a ninth backend, RELOADS times.
-# Prints the seconds each `ferryctl reload` took and ferryd's RSS before and after each.
+# Prints the seconds each `ferryctl reload` took and ferryd's RSS before and after each, then the
+# same for `ferryctl backend` steps (drain, enable, weight, disable) on one UDP and one TCP backend.
 #
 #   tests/bench/reload/run.sh [BUILD_DIR]       (default: build)
 #   UDP_SERVICES=500 TCP_SERVICES=500 RELOADS=6 tests/bench/reload/run.sh
@@ -40,4 +41,22 @@ for i in $(seq "$reloads"); do
     cp "$work/a.json" "$work/ferryd.json"; what="one backend removed"; fi
   t0=$(date +%s.%N); ctl reload >/dev/null; t1=$(date +%s.%N)
   printf 'reload %d (%s): %.3f s, RSS %s\n' "$i" "$what" "$(awk "BEGIN{print $t1 - $t0}")" "$(rss)"
+done
+# Then the `backend` command on one backend of the first UDP and the first TCP service: each
+# step's seconds (ferryctl's round trip: the steering change and the tables it rebuilds) and RSS.
+first() {  # PROTOCOL: "NAME ADDRESS" of the first service of PROTOCOL and its first backend
+  python3 - "$work/ferryd.json" "$1" <<'PY'
+import json, sys
+s = next(x for x in json.load(open(sys.argv[1]))["services"] if sys.argv[2] in x["protocols"])
+b = s["backends"][0]
+print(s["name"], b if isinstance(b, str) else b["address"])
+PY
+}
+for protocol in udp tcp; do
+  read -r name address < <(first "$protocol")
+  for step in drain enable "weight 3" "weight 1" disable enable; do
+    t0=$(date +%s.%N); ctl backend "$name" "$address" $step >/dev/null; t1=$(date +%s.%N)
+    printf 'backend %s %s %s: %.3f s, RSS %s\n' "$name" "$address" "$step" \
+      "$(awk "BEGIN{print $t1 - $t0}")" "$(rss)"
+  done
 done

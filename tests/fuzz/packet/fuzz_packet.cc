@@ -1,8 +1,9 @@
 // libFuzzer target for lib/packet: parse any bytes; when they parse, run route, balance and
 // reflect each on its own copy and check that the result still parses to the same shape and that
-// checksums which were right before are right after; and that a match with any XDP hint (taken
-// from the input's last bytes) is the table's own match or one the frame really fits. Built and run
-// by `make fuzz` (docs/testing.md).
+// checksums which were right before are right after; encapsulate it each way (IPIP, GUE; over
+// IPv4, IPv6) and check that the outer packet parses as p then says, around the same inner bytes;
+// and that a match with any XDP hint (taken from the input's last bytes) is the table's own match
+// or one the frame really fits. Built and run by `make fuzz` (docs/testing.md).
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -11,6 +12,7 @@
 
 #include "lib/packet/balance.hh"
 #include "lib/packet/checksum.hh"
+#include "lib/packet/encap.hh"
 #include "lib/packet/parse.hh"
 #include "lib/packet/reflect.hh"
 #include "lib/packet/route.hh"
@@ -200,6 +202,60 @@ void run_actions(const std::vector<std::uint8_t>& original, const ParsedPacket& 
   }
 }
 
+// Each encapsulation of a parsed frame in a room with 48 bytes of headroom: the outer packet
+// parses back as p now describes it, with a right IPv4 header (and GUE-over-IPv6 UDP) checksum,
+// and the inner packet's bytes are where and what they were; with a byte too little headroom,
+// nothing is written.
+void check_encapsulations(const std::vector<std::uint8_t>& original, const ParsedPacket& p,
+                          std::uint32_t flow_hash) {
+  constexpr std::uint32_t kRoomHeadroom = 48;
+  for (bool v6 : {false, true}) {
+    for (EncapKind kind : {EncapKind::ipip, EncapKind::gue}) {
+      EncapHeader h{kind,
+                    *net::IpAddress::parse(v6 ? "2001:db8::a" : "10.0.0.1"),
+                    *net::IpAddress::parse(v6 ? "2001:db8:1::7" : "10.0.1.7"),
+                    6080,
+                    7,
+                    flow_hash};
+      std::uint32_t overhead = encap_overhead(kind, v6);
+      std::vector<std::uint8_t> room(kRoomHeadroom, 0xee);
+      room.insert(room.end(), original.begin(), original.end());
+      const std::vector<std::uint8_t> before = room;
+      ParsedPacket q = p;
+      std::uint32_t skip = kRoomHeadroom - (overhead - 1);  // the room starts a byte too late
+      Encapsulated e = encapsulate({room.data() + skip, room.size() - skip}, overhead - 1, q, h);
+      FUZZ_CHECK(e.error == EncapError::no_headroom && room == before);
+      e = encapsulate(room, kRoomHeadroom, q, h);
+      if (p.l3_bytes + overhead - (v6 ? kIpv6HeaderBytes : 0) > 0xffff) {
+        FUZZ_CHECK(e.error == EncapError::too_long && room == before);
+        continue;
+      }
+      FUZZ_CHECK(e.ok() && e.frame_offset == kRoomHeadroom - overhead);
+      FUZZ_CHECK(e.frame_bytes == p.l3_offset + encapsulated_ip_bytes(p.l3_bytes, kind, v6));
+      std::size_t inner = kRoomHeadroom + p.l3_offset;
+      FUZZ_CHECK(std::memcmp(room.data() + inner, original.data() + p.l3_offset, p.l3_bytes) == 0);
+      std::vector<std::uint8_t> f(room.begin() + e.frame_offset,
+                                  room.begin() + e.frame_offset + e.frame_bytes);
+      ParsedPacket outer;
+      ParseError pe = parse_frame(f, outer);
+      FUZZ_CHECK(pe ==
+                 (kind == EncapKind::gue ? ParseError::none : ParseError::unsupported_protocol));
+      FUZZ_CHECK(outer.l3_offset == q.l3_offset && outer.l3_bytes == q.l3_bytes &&
+                 outer.l4_offset == q.l4_offset && outer.protocol == q.protocol &&
+                 outer.src_address == q.src_address && outer.dst_address == q.dst_address &&
+                 outer.hop_limit == kEncapTtl);
+      if (!v6) {
+        FUZZ_CHECK(load_be16(f.data() + q.l3_offset + 10) ==
+                   ipv4_header_checksum(f.data() + q.l3_offset, kIpv4MinHeaderBytes));
+      }
+      if (kind == EncapKind::gue) {
+        FUZZ_CHECK(outer.src_port == q.src_port && outer.dst_port == 6080);
+        FUZZ_CHECK(load_be16(f.data() + q.l4_checksum_offset()) == (v6 ? l4_checksum(f, q) : 0));
+      }
+    }
+  }
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
@@ -222,6 +278,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   // As received (checksums most likely wrong after mutation: actions must not care)...
   std::vector<std::uint8_t> frame(data, data + size);
   run_actions(frame, p);
+  check_encapsulations(frame, p, size >= 4 ? load_be32(data + size - 4) : 0);
   // ...and with both checksums made right first, so every input also checks that incremental
   // updates equal a full recomputation. (A UDP checksum of 0, "none", is kept as the sender's.)
   if (p.is_v4()) {

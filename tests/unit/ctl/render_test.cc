@@ -190,6 +190,19 @@ TEST(RenderServices, ShowsTheCheckTypeAndTheReasonOfAFailingLastCheck) {
             "10.0.1.2:53(up),10.0.1.3:53(down,rcode SERVFAIL)\n");
 }
 
+TEST(RenderServices, MarksQuicLbAndEachBackendsServerId) {
+  json services = json::parse(R"({"services":[
+    {"name":"h3","vip":"10.0.0.13","port":443,"protocols":["udp"],"mode":"proxy",
+     "paths":{"udp":"fastpath"},"balance":"maglev",
+     "quic_lb":[{"id":0,"server_id_bytes":2,"nonce_bytes":6,"algorithm":"four_pass"}],
+     "backends":[{"address":"10.0.1.9:443","state":"up","server_id":"0001"},
+                 {"address":"10.0.1.10:443","state":"up"}]}]})");
+  EXPECT_EQ(render_services(services),
+            "NAME  VIP:PORT       PATH          BALANCE          CHECK  BACKENDS\n"
+            "h3    10.0.0.13:443  udp fastpath  maglev, quic-lb  -      "
+            "10.0.1.9:443(up,sid 0001),10.0.1.10:443(up)\n");
+}
+
 TEST(RenderServices, SaysSoWhenNoneAreConfigured) {
   EXPECT_EQ(render_services(json::parse(R"({"services":[]})")), "no services configured\n");
 }

@@ -68,7 +68,7 @@ inline std::shared_ptr<const ConfigTables> config_tables(const config::Config& c
   };
   return std::make_shared<const ConfigTables>(
       ConfigTables{packet::build_service_table(c.services, options),
-                   packet::RouteTable::build(c.routes, port_of)});
+                   packet::RouteTable::build(c.routes, port_of), c.xdp.encap});
 }
 
 // The kernel: connected routes on both ports (2001:db8:1::/64 and 2001:db8:2::/64 too),

@@ -1,0 +1,93 @@
+// Direct server return: a request sent to its backend inside an outer header.
+#include "lib/fastpath/encap_step.hh"
+
+#include "lib/fastpath/frame_steps.hh"
+#include "lib/packet/encap.hh"
+#include "lib/packet/flow_hash.hh"
+#include "lib/packet/rewrite.hh"
+
+namespace ferry::fastpath {
+namespace {
+
+EncapPath path_of(packet::EncapKind kind, bool outer_v6) {
+  if (kind == packet::EncapKind::ipip) return outer_v6 ? EncapPath::ipip6 : EncapPath::ipip4;
+  return outer_v6 ? EncapPath::gue6 : EncapPath::gue4;
+}
+
+}  // namespace
+
+FrameOutcome encapsulate(packet::FrameBytes frame, packet::ParsedPacket& p,
+                         const packet::Service& service, packet::L4Checksum checksum,
+                         const Snapshot& s, FrameSinks sinks, FlowAffinity flows,
+                         const IpHop& hop) noexcept {
+  std::uint16_t b = steps::RequestChooser{frame, *s.config, sinks, flows}(service, p);
+  return encapsulate_to(frame, p, service, b, checksum, s, sinks, hop);
+}
+
+FrameOutcome encapsulate_to(packet::FrameBytes frame, packet::ParsedPacket& p,
+                            const packet::Service& service, std::uint16_t b,
+                            packet::L4Checksum checksum, const Snapshot& s, FrameSinks sinks,
+                            const IpHop& hop) noexcept {
+  if (!packet::hop_limit_allows_forward(p)) {
+    return steps::answer_with_error(frame, p, steps::time_exceeded(p.version), Drop::ttl_expired, s,
+                                    sinks, hop);
+  }
+  const ConfigTables& tables = *s.config;
+  if (b == packet::MaglevTable::kNoBackend || b >= service.backends.size()) {
+    return FrameOutcome::dropped(Drop::no_backend);
+  }
+  const net::IpAddress& backend = service.backends[b].address;
+  const bool outer_v6 = !backend.is_v4();
+  // Validation gives every encapsulating service the source its backends' family needs.
+  const std::optional<net::IpAddress>& source = !tables.encap ? std::nullopt
+                                                : outer_v6    ? tables.encap->source6
+                                                              : tables.encap->source;
+  if (!source) return FrameOutcome::dropped(Drop::no_route);
+  const packet::EncapKind kind = service.forwarding == config::Forwarding::ipip
+                                     ? packet::EncapKind::ipip
+                                     : packet::EncapKind::gue;
+  const std::uint32_t overhead = packet::encap_overhead(kind, outer_v6);
+
+  // The outer packet leaves by the kernel's route to the backend; it must fit that link whole.
+  const auto version = outer_v6 ? packet::IpVersion::v6 : packet::IpVersion::v4;
+  const KernelRoute* r = s.next_hops->routes.lookup(backend.bytes, version);
+  if (!r) return FrameOutcome::dropped(Drop::no_route);
+  std::uint32_t mtu = s.ports && r->port < s.ports->mtu.size() ? s.ports->mtu[r->port] : 0;
+  if (mtu != 0 && packet::encapsulated_ip_bytes(p.l3_bytes, kind, outer_v6) > mtu) {
+    std::uint32_t inner_mtu = mtu > overhead ? mtu - overhead : 0;
+    return steps::answer_with_error(frame, p, steps::too_big(p.version, inner_mtu), Drop::too_big,
+                                    s, sinks, hop);
+  }
+  if (hop.headroom < overhead) return FrameOutcome::dropped(Drop::no_headroom);
+
+  // The inner packet as it will arrive: checksum whole, one hop less.
+  steps::finish_checksum(frame, p, checksum, sinks.counters);
+  packet::decrement_hop_limit(frame, p);
+
+  const auto hash =
+      static_cast<std::uint32_t>(packet::flow_hash(p, tables.services.flow_hash_seed()));
+  packet::EncapHeader outer;
+  outer.kind = kind;
+  outer.destination = backend;
+  outer.source = outer_v6 || !tables.encap->source_prefix
+                     ? *source
+                     : packet::ipip_source_in_prefix(*tables.encap->source_prefix, *source, hash);
+  outer.gue_port = tables.encap->gue_port;
+  outer.ip_id = hop.next_ip_id ? (*hop.next_ip_id)++ : 0;
+  outer.flow_hash = hash;
+  const std::uint32_t inner_bytes = p.l3_bytes;
+  packet::FrameBytes room(frame.data() - hop.headroom, hop.headroom + frame.size());
+  packet::Encapsulated e = packet::encapsulate(room, hop.headroom, p, outer);
+  if (!e.ok()) return FrameOutcome::dropped(Drop::malformed);
+
+  // p is the outer packet now, to the backend: along the route the MTU was checked on.
+  FrameOutcome o = steps::send_along(e.frame(room), p, *r, s, sinks);
+  EncapPath path = path_of(kind, outer_v6);
+  sinks.counters.encapsulated_packets[static_cast<std::size_t>(path)].add();
+  sinks.counters.encapsulated_bytes[static_cast<std::size_t>(path)].add(inner_bytes);
+  o.front = hop.headroom - e.frame_offset;
+  o.length = e.frame_bytes;
+  return o;
+}
+
+}  // namespace ferry::fastpath

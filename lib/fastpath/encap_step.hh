@@ -1,0 +1,36 @@
+// Direct server return in the fast path: a request of an encapsulating service (forwarding ipip or
+// gue) goes, unchanged but for its hop limit, inside a new outer header to the backend chosen as
+// for any balanced request (QUIC-LB, flow table, Maglev); the backend decapsulates it and answers
+// the client itself, so no reply crosses the gateway. Internal to lib/fastpath.
+#pragma once
+
+#include <cstdint>
+
+#include "lib/fastpath/frame_processor.hh"
+#include "lib/packet/checksum.hh"
+#include "lib/packet/parse.hh"
+#include "lib/packet/service_table.hh"
+
+namespace ferry::fastpath {
+
+// Encapsulates request `p` (UDP or TCP, matched to `service`, which encapsulates) in `frame`:
+// the frame grows at its front by the outer header (FrameOutcome::front; `hop.headroom` bytes are
+// free before it) and loses any Ethernet padding (FrameOutcome::length). The inner packet keeps
+// its bytes but for its hop limit (decremented: the gateway is a hop; at 1 the client gets time
+// exceeded) and a checksum left partial by its sender (`checksum`), finished first. Too big for
+// the egress link once encapsulated: fragmentation needed / packet too big to the client with the
+// MTU less the outer header, never a silent drop. No allocation, lock, syscall or exception.
+FrameOutcome encapsulate(packet::FrameBytes frame, packet::ParsedPacket& p,
+                         const packet::Service& service, packet::L4Checksum checksum,
+                         const Snapshot& s, FrameSinks sinks, FlowAffinity flows,
+                         const IpHop& hop) noexcept;
+
+// ... to the service's backend `backend` (an index into service.backends, or kNoBackend: dropped
+// as no_backend), chosen by the caller: an ICMP error about a reply a backend sent the client
+// directly goes to that backend as it came (its path MTU, its unreachable port).
+FrameOutcome encapsulate_to(packet::FrameBytes frame, packet::ParsedPacket& p,
+                            const packet::Service& service, std::uint16_t backend,
+                            packet::L4Checksum checksum, const Snapshot& s, FrameSinks sinks,
+                            const IpHop& hop) noexcept;
+
+}  // namespace ferry::fastpath

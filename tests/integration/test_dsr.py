@@ -1,0 +1,217 @@
+"""Direct server return (docs/dsr.md), with real software: ferryd on a one-armed gateway sends the
+requests of its ipip and gue services, IPv4 and IPv6, UDP and TCP, unchanged inside an outer
+header to three backends that decapsulate them with ferry-decap and answer the client directly
+from the VIP: nginx over HTTP (many short connections, and a long transfer checked by sha256) and
+dnsmasq over DNS (dig, UDP and TCP). Replies never cross the gateway; two services share one
+backend address and port; an established TCP connection keeps its backend when the backends
+change (weights, drain); a request too big for the link once encapsulated gets its ICMP, and a
+TCP upload with the client's default MSS gets through by path MTU discovery."""
+import hashlib
+import socket
+import subprocess
+import sys
+
+import pytest
+
+from dsr_lab import (BIG_BYTES, BACKENDS4, DNS, DsrLab, HTTP, NAMES, VIP4, VIP4B, VIP6,
+                     dsr_config)
+from fastpath_lab import inside
+from test_dns import dig
+from harness import by_label, check, check_eq, ok, total, wait_until
+
+
+@pytest.fixture(scope="module")
+def served():
+    """The lab with its servers and ferryd on the gateway, shared by the file's tests."""
+    import harness
+    w = harness.Workdir()
+    lab = DsrLab(w)
+    try:
+        lab.start_servers()
+        with harness.running(w, dsr_config(w), netns=lab.gw.name) as d:
+            yield lab, d
+    finally:
+        lab.close()
+        w.cleanup()
+
+
+def names_over(lab, vip, count):
+    """The backend names of `count` fresh HTTP connections to vip:80 (each a new source port)."""
+    seen = {}
+    for _ in range(count):
+        code, body = lab.curl(vip, "/name")
+        check_eq(code, 200, f"GET /name via {vip}")
+        name = body.decode().strip()
+        check(name in NAMES, f"a backend's name: {name!r}")
+        seen[name] = seen.get(name, 0) + 1
+    return seen
+
+
+@pytest.mark.parametrize("vip", [VIP4, VIP4B, VIP6])
+def test_http_short_connections_spread_and_answer_directly(served, vip):
+    lab, d = served
+    seen = names_over(lab, vip, 24)
+    print(f"{vip}: {seen}", flush=True)
+    check(len(seen) >= 2, f"24 connections spread over the backends: {seen}")
+
+
+@pytest.mark.parametrize("vip", [VIP4, VIP6])
+def test_long_transfer_arrives_whole_and_bypasses_the_gateway(served, vip):
+    lab, d = served
+    rx_before = total(d, "ferry_xsk_rx_bytes_total")
+    code, body = lab.curl(vip, "/big", timeout=60)
+    check_eq(code, 200, f"GET /big via {vip}")
+    check_eq(len(body), BIG_BYTES, "the transfer's size")
+    check_eq(hashlib.sha256(body).hexdigest(), lab.big_sha256, "the transfer's sha256")
+    # The gateway saw the client's direction only: its SYN, ACKs and request, a few KB.
+    rx = total(d, "ferry_xsk_rx_bytes_total") - rx_before
+    print(f"{vip}: {BIG_BYTES} bytes received by the client, {rx:.0f} bytes through the gateway",
+          flush=True)
+    check(rx < BIG_BYTES / 20, f"the reply bypassed the gateway: {rx} bytes reached its workers")
+
+
+@pytest.mark.parametrize("vip", [VIP4, VIP6])
+def test_dns_over_udp_and_tcp(served, vip):
+    lab, d = served
+    before = lab.queries_by_backend()
+    answers = {}
+    for tcp in (False, True):
+        for _ in range(12):
+            r = dig(lab.client, vip, None, "who.example.test", "TXT", tcp=tcp)
+            check_eq((r["rc"], r["status"]), (0, "NOERROR"), f"dig via {vip}: {r['output']}")
+            check_eq(len(r["answers"]), 1, f"one TXT answer: {r['output']}")
+            answers[r["answers"][0]] = answers.get(r["answers"][0], 0) + 1
+    after = lab.queries_by_backend()
+    print(f"{vip}: answers {answers}, queries per backend "
+          f"{ {n: after[n] - before[n] for n in NAMES} }", flush=True)
+    check(len(answers) >= 2, f"24 queries spread over the backends: {answers}")
+
+
+def test_services_show_the_forwarding(served, ferryctl):
+    lab, d = served
+    services = {s["name"]: s for s in ok(d.request("services"))["services"]}
+    check_eq((services["web"]["forwarding"], services["web"]["paths"]), ("ipip", {"tcp": "fastpath"}),
+             "web in `services`")
+    check_eq(services["dns"]["paths"], {"udp": "fastpath", "tcp": "fastpath"}, "dns's paths")
+    text = ferryctl.out(d, "services")
+    check("tcp fastpath ipip" in text and "udp fastpath gue, tcp fastpath gue" in text,
+          f"`ferryctl services` shows the forwarding:\n{text}")
+
+
+def test_every_outer_header_was_used_and_counted(served):
+    lab, d = served
+    # The module's other tests ran first in file order; make sure each path carried something.
+    names_over(lab, VIP4, 2)
+    names_over(lab, VIP4B, 2)
+    names_over(lab, VIP6, 2)
+    dig(lab.client, VIP4, None, "who.example.test", "TXT")
+    dig(lab.client, VIP6, None, "who.example.test", "TXT")
+    encap = by_label(d, "ferry_xsk_encapsulated_packets_total", "encap")
+    print(f"encapsulated by outer header: {encap}", flush=True)
+    for path in ("ipip4", "gue4", "ipip6", "gue6"):
+        check(encap.get(path, 0) > 0, f"{path} requests were encapsulated: {encap}")
+    for ns in lab.backends:
+        iface = lab.decap_status(ns)["interfaces"][0]
+        stripped = sum(v["packets"] for v in iface["stripped"].values())
+        refused = {k: v["packets"] for k, v in iface["refused"].items() if v["packets"]}
+        print(f"{ns.name}: stripped {stripped}, refused {refused}", flush=True)
+        check(stripped > 0, f"{ns.name}: ferry-decap stripped the gateway's tunnel packets")
+        check_eq(refused, {}, f"{ns.name}: ferry-decap refused none of them")
+    # The XDP program's match came with every frame, TCP ones included: one match per frame.
+    check_eq(total(d, "ferry_xsk_matched_without_hint_total"), 0, "frames matched without a hint")
+    drops = by_label(d, "ferry_xsk_drops_total", "reason")
+    check_eq({r: n for r, n in drops.items() if n and r not in ("unexpected",)}, {},
+             "the workers dropped nothing")
+
+
+def keepalive_client_script():
+    return r"""
+import socket, sys, time
+vip, n, rounds = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+family = socket.AF_INET6 if ":" in vip else socket.AF_INET
+conns = []
+for _ in range(n):
+    s = socket.socket(family, socket.SOCK_STREAM)
+    s.settimeout(10)
+    s.connect((vip, 80))
+    conns.append([s, b""])
+def ask(c):
+    c[0].sendall(b"GET /name HTTP/1.1\r\nHost: dsr\r\n\r\n")
+    data = b""
+    while b"\r\n\r\n" not in data:
+        data += c[0].recv(4096)
+    head, _, body = data.partition(b"\r\n\r\n")
+    length = int([l.split(b":")[1] for l in head.split(b"\r\n") if l.lower().startswith(b"content-length")][0])
+    while len(body) < length:
+        body += c[0].recv(4096)
+    return body.decode().strip()
+first = [ask(c) for c in conns]
+print(" ".join(first), flush=True)
+sys.stdin.readline()
+for _ in range(rounds):
+    now = [ask(c) for c in conns]
+    print(" ".join(now), flush=True)
+"""
+
+
+def test_tcp_connections_keep_their_backend_when_backends_change(served, ferryctl):
+    lab, d = served
+    p = subprocess.Popen(["ip", "netns", "exec", lab.client.name, sys.executable, "-u", "-c",
+                          keepalive_client_script(), VIP4, "24", "2"],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        first = p.stdout.readline().split()
+        check_eq(len(first), 24, "24 kept-alive connections answered")
+        # Backends change under them: one gets five times the weight, another is drained.
+        ferryctl.out(d, "backend", "web", f"{BACKENDS4[0]}:{HTTP}", "weight", "5")
+        ferryctl.out(d, "backend", "web", f"{BACKENDS4[1]}:{HTTP}", "drain")
+        p.stdin.write("go\n")
+        p.stdin.flush()
+        for _ in range(2):
+            now = p.stdout.readline().split()
+            check_eq(now, first, "every connection kept its backend")
+        # New connections avoid the drained backend.
+        seen = names_over(lab, VIP4, 12)
+        check(NAMES[1] not in seen, f"no new connection to the drained backend: {seen}")
+    finally:
+        p.kill()
+        p.wait()
+        ferryctl(d, "backend", "web", f"{BACKENDS4[0]}:{HTTP}", "weight", "1")
+        ferryctl(d, "backend", "web", f"{BACKENDS4[1]}:{HTTP}", "enable")
+
+
+def test_too_big_once_encapsulated_gets_its_icmp(served):
+    """A DF datagram that fits the client's link but not with the outer header: the client learns
+    the MTU less the overhead (IP_MTU), as from any router."""
+    lab, d = served
+    IP_MTU = 14
+    IP_MTU_DISCOVER, IP_PMTUDISC_DO = 10, 2
+    too_big_before = total(d, "ferry_xsk_icmp_sent_total", kind="too_big")
+    with inside(lab.client):
+        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        s.setsockopt(socket.IPPROTO_IP, IP_MTU_DISCOVER, IP_PMTUDISC_DO)
+        s.connect((VIP4, DNS))
+        s.send(b"x" * (1500 - 28))
+
+        def learned():
+            try:
+                s.send(b"y" * 8)
+            except OSError:
+                pass
+            return s.getsockopt(socket.IPPROTO_IP, IP_MTU) < 1500
+        wait_until(learned, 10, "the client learning the path MTU")
+        mtu = s.getsockopt(socket.IPPROTO_IP, IP_MTU)
+        s.close()
+    check_eq(mtu, 1500 - 28, "the MTU the client learned: the link's less GUE over IPv4")
+    check(total(d, "ferry_xsk_icmp_sent_total", kind="too_big") > too_big_before,
+          "the gateway sent fragmentation needed")
+
+
+def test_tcp_upload_with_default_mss_finds_the_path_mtu(served):
+    lab, d = served
+    body = lab.w.file("upload")
+    with open(body, "wb") as f:
+        f.write(b"u" * (512 * 1024))
+    code, answer = lab.curl(VIP4, "/name", timeout=60,
+                            extra=("-X", "POST", "--data-binary", f"@{body}"))
+    check(code in (200, 405), f"the upload reached nginx: {code}")
