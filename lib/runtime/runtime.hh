@@ -113,6 +113,8 @@ class Runtime {
       metrics::Registry& registry);
 
   std::size_t live_tasks() const;
+  // Workers registered as asleep right now (a snapshot: one may be waking as this returns).
+  std::uint32_t parked_workers() const { return worker_count() - idle_.unparked(); }
   // Parks that left every worker asleep with work queued (counted only with check_parking).
   std::uint64_t lost_wakeups() const { return lost_wakeups_.load(std::memory_order_relaxed); }
   bool stopping() const { return stopping_.load(std::memory_order_acquire); }

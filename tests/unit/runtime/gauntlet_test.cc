@@ -9,6 +9,7 @@
 #include <memory>
 #include <random>
 #include <set>
+#include <thread>
 #include <vector>
 
 #include "lib/runtime/io.hh"
@@ -159,23 +160,34 @@ Task ping(Countdown& pong) {
   pong.count();
 }
 
-// Ping-pong with a thread outside the runtime: every round spawns one task and waits for it, so
-// between rounds every worker goes to sleep and each round needs a wake to get anywhere. With no
-// park timeout, one lost wake hangs the test.
+// Ping-pong with a thread outside the runtime: every round waits until every worker is asleep,
+// then spawns one task and waits for it, so each round needs a wake to get anywhere. With no park
+// timeout, one lost wake hangs the test.
+bool all_asleep(const Runtime& runtime) {
+  const auto until = std::chrono::steady_clock::now() + kDeadline;
+  while (runtime.parked_workers() != runtime.worker_count()) {
+    if (std::chrono::steady_clock::now() > until) return false;
+    std::this_thread::yield();
+  }
+  return true;
+}
+
 TEST_P(WakeupGauntlet, EveryRoundWakesASleepingWorker) {
   constexpr int kRounds = 2000;
   Runtime runtime(threaded(4, GetParam()));
   runtime.start();
   for (int round = 0; round < kRounds; ++round) {
+    ASSERT_TRUE(all_asleep(runtime)) << "round " << round << ": a worker never went to sleep";
     Countdown pong(1);
     runtime.spawn(ping(pong));
     ASSERT_TRUE(pong.wait_for(kDeadline)) << "round " << round << " was never picked up";
   }
   runtime.stop();
   EXPECT_EQ(runtime.lost_wakeups(), 0u);
+  // Every round woke a sleeper, which went back to sleep before the next round began.
   std::uint64_t parks = 0;
   for (std::uint32_t w = 0; w < 4; ++w) parks += runtime.counters(w).parks.value();
-  EXPECT_GE(parks, static_cast<std::uint64_t>(kRounds) / 2);  // the rounds really slept between
+  EXPECT_GE(parks, static_cast<std::uint64_t>(kRounds));
 }
 
 INSTANTIATE_TEST_SUITE_P(Modes, WakeupGauntlet,
