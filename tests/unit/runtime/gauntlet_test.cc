@@ -203,38 +203,55 @@ void spin_for(std::chrono::microseconds how_long) {
   }
 }
 
-Task busy(std::vector<std::atomic<int>>& ran_on, std::size_t id, Countdown& done) {
+struct Backlog {
+  explicit Backlog(std::size_t tasks) : ran_on(tasks), done(tasks) {
+    for (auto& r : ran_on) r.store(-1);
+  }
+  std::vector<std::atomic<int>> ran_on;
+  Countdown done;
+  std::atomic<int> home{-1};          // the producer's worker
+  std::atomic<int> ran_elsewhere{0};  // tasks that ran on another worker: stolen ones
+};
+
+// On the producer's worker a task holds that worker until a stolen task has run elsewhere, so the
+// backlog is still there when a thief comes, however late the scheduler runs it.
+Task busy(Backlog& b, std::size_t id) {
+  const auto worker = static_cast<int>(current_worker()->index());
+  if (worker == b.home.load()) {
+    const auto until = std::chrono::steady_clock::now() + kDeadline;
+    while (b.ran_elsewhere.load() == 0 && std::chrono::steady_clock::now() < until) {
+      std::this_thread::yield();
+    }
+  } else {
+    b.ran_elsewhere.fetch_add(1);
+  }
   spin_for(200us);
-  ran_on[id].store(static_cast<int>(current_worker()->index()));
-  done.count();
+  b.ran_on[id].store(worker);
+  b.done.count();
   co_return;
 }
 
-Task producer(Runtime& runtime, std::vector<std::atomic<int>>& ran_on, Countdown& done,
-              std::atomic<int>& producer_worker) {
-  producer_worker.store(static_cast<int>(current_worker()->index()));
+Task producer(Runtime& runtime, Backlog& b) {
+  b.home.store(static_cast<int>(current_worker()->index()));
   // All children land on this worker's run queue at once: a backlog only stealing can spread.
-  for (std::size_t id = 0; id < ran_on.size(); ++id) runtime.spawn(busy(ran_on, id, done));
+  for (std::size_t id = 0; id < b.ran_on.size(); ++id) runtime.spawn(busy(b, id));
   co_return;
 }
 
 TEST(Backlog, OneWorkersBacklogIsBatchStolenByTheOthers) {
   constexpr std::size_t kTasks = 200;
   constexpr std::uint32_t kWorkers = 4;
-  std::vector<std::atomic<int>> ran_on(kTasks);
-  for (auto& r : ran_on) r.store(-1);
-  Countdown done(kTasks);
-  std::atomic<int> producer_worker{-1};
+  Backlog b(kTasks);
   Runtime runtime(threaded(kWorkers, IoReadyMode::inbox));
   runtime.start();
-  runtime.spawn(producer(runtime, ran_on, done, producer_worker));
-  ASSERT_TRUE(done.wait_for(kDeadline));
+  runtime.spawn(producer(runtime, b));
+  ASSERT_TRUE(b.done.wait_for(kDeadline));
   runtime.stop();
 
-  const auto home = static_cast<std::uint32_t>(producer_worker.load());
+  const auto home = static_cast<std::uint32_t>(b.home.load());
   SCOPED_TRACE(runtime.workers_json().dump());
   std::set<int> workers_used;
-  for (auto& r : ran_on) workers_used.insert(r.load());
+  for (auto& r : b.ran_on) workers_used.insert(r.load());
   EXPECT_EQ(workers_used.count(-1), 0u);
   EXPECT_GE(workers_used.size(), 2u);
   std::uint64_t steals = 0;
