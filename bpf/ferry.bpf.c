@@ -152,11 +152,16 @@ static __always_inline int verdict(struct xdp_md *ctx, __u32 action, int xdp_act
   return xdp_action;
 }
 
+/* Set by ferryd before the load: 0 on a kernel whose verifier refuses bpf_xdp_adjust_meta to XDP
+ * programs (the call is then dead code the verifier never checks) or when FERRY_XDP_METADATA=0. */
+const volatile __u32 pass_metadata = 1;
+
 /* Writes what was decided into the metadata area before the packet for the worker; a driver
  * without metadata support refuses, and the worker then matches the frame itself. Invalidates
  * every packet pointer: only steer() calls it, after the last read of the packet. */
 static __always_inline void pass_decision(struct xdp_md *ctx, __u32 service_id, __u32 kind,
                                           __u32 backend) {
+  if (!pass_metadata) return;
   if (bpf_xdp_adjust_meta(ctx, -(int)sizeof(struct ferry_frame_meta)) != 0) return;
   struct ferry_frame_meta *meta = (void *)(long)ctx->data_meta;
   if ((void *)(meta + 1) > (void *)(long)ctx->data) return;

@@ -323,6 +323,11 @@ std::string render_status(const json& result) {
         lines.add("xdp program",
                   v->is_boolean() ? (v->get<bool>() ? "loaded" : "not loaded") : format_value(*v));
       }
+      if (auto v = take(*xdp, "metadata")) {
+        lines.add("xdp metadata", !v->is_boolean() ? format_value(*v)
+                                  : v->get<bool>() ? "on"
+                                                   : "off (the workers match every frame)");
+      }
       if (auto v = take(*xdp, "interfaces")) {
         if (v->is_array() && v->empty()) {
           lines.add("xdp interfaces", "none");

@@ -131,7 +131,9 @@ nlohmann::json XdpPlane::status() const {
                           {"mode", std::string(to_string(a->mode()))},
                           {"attached", still_attached(*a)}});
   }
-  return {{"program_loaded", program_ != nullptr}, {"interfaces", std::move(interfaces)}};
+  return {{"program_loaded", program_ != nullptr},
+          {"metadata", program_ != nullptr && program_->passes_metadata()},
+          {"interfaces", std::move(interfaces)}};
 }
 
 void XdpPlane::collect(metrics::SnapshotBuilder& out) const {

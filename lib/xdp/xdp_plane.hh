@@ -56,7 +56,7 @@ class XdpPlane {
   // process's copies (and says so).
   void handed_over() { handed_over_ = true; }
 
-  // {"program_loaded":bool,"interfaces":[{"name","ifindex","mode","attached"}]}
+  // {"program_loaded":bool,"metadata":bool,"interfaces":[{"name","ifindex","mode","attached"}]}
   nlohmann::json status() const;
   std::size_t attached_count() const { return attachments_.size(); }
   // The id the XDP maps give service `name` (XdpMapSync::id_for): what the program passes with

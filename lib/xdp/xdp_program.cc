@@ -5,19 +5,23 @@
 #include <bpf/libbpf.h>
 #include <linux/if_link.h>
 #include <net/if.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
 #include <stdexcept>
 
 #include "ferry.skel.h"
+#include "lib/common/env.hh"
 #include "lib/common/interface_names.hh"
 #include "lib/common/log.hh"
 
 namespace ferry::xdp {
 namespace {
 
-std::string errno_text(int err) { return std::strerror(err < 0 ? -err : err); }
+std::string errno_text(int err) {
+  return std::strerror(err < 0 ? -err : err);
+}
 
 int link_xdp(int prog_fd, int ifindex, __u32 flags) {
   LIBBPF_OPTS(bpf_link_create_opts, opts, .flags = flags);
@@ -25,9 +29,59 @@ int link_xdp(int prog_fd, int ifindex, __u32 flags) {
   return fd < 0 ? -errno : fd;
 }
 
+// One eBPF instruction without a source register or offset.
+bpf_insn instruction(std::uint8_t code, std::uint8_t dst, std::int32_t imm) {
+  bpf_insn i{};
+  i.code = code;
+  i.dst_reg = dst & 0xf;
+  i.imm = imm;
+  return i;
+}
+
+// Loads the smallest XDP program that calls bpf_xdp_adjust_meta: 0 when the kernel takes it, else
+// the errno. (libbpf 1.1's libbpf_probe_bpf_helper answers "supported" to the newer verifiers'
+// "program of this type cannot use helper", so it cannot tell.)
+int probe_adjust_meta() {
+  const bpf_insn insns[] = {
+      instruction(BPF_ALU64 | BPF_MOV | BPF_K, BPF_REG_2, -8),  // r1 is the ctx
+      instruction(BPF_JMP | BPF_CALL, 0, BPF_FUNC_xdp_adjust_meta),
+      instruction(BPF_ALU64 | BPF_MOV | BPF_K, BPF_REG_0, XDP_PASS),
+      instruction(BPF_JMP | BPF_EXIT, 0, 0),
+  };
+  const int fd = bpf_prog_load(BPF_PROG_TYPE_XDP, "ferry_probe", "GPL", insns,
+                               sizeof(insns) / sizeof(insns[0]), nullptr);
+  if (fd < 0) return errno;
+  ::close(fd);
+  return 0;
+}
+
+// Whether the program may pass its match in the XDP metadata area: the kernel's verifier must let
+// XDP programs call bpf_xdp_adjust_meta (some kernels refuse it, as some drivers refuse the call
+// at run time), and FERRY_XDP_NO_METADATA=1 turns it off to test the workers' own matching.
+bool metadata_usable() {
+  if (env_flag("FERRY_XDP_NO_METADATA")) {
+    log::info(
+        "XDP metadata off (FERRY_XDP_NO_METADATA=1): the workers match every frame themselves");
+    return false;
+  }
+  const int err = probe_adjust_meta();
+  if (err == 0) return true;
+  static bool said = false;  // once per process: a handover or a reload loads the program again
+  if (!said) {
+    said = true;
+    log::warning(
+        "this kernel does not let XDP programs call bpf_xdp_adjust_meta ({}): the XDP "
+        "program passes no match to the workers, which match every frame themselves",
+        errno_text(err));
+  }
+  return false;
+}
+
 }  // namespace
 
-std::string_view to_string(AttachMode mode) { return mode == AttachMode::native ? "native" : "generic"; }
+std::string_view to_string(AttachMode mode) {
+  return mode == AttachMode::native ? "native" : "generic";
+}
 
 XdpAttachment::XdpAttachment(std::string ifname, int ifindex, AttachMode mode, UniqueFd link)
     : ifname_(std::move(ifname)), ifindex_(ifindex), mode_(mode), link_(std::move(link)) {}
@@ -58,6 +112,10 @@ XdpProgram::XdpProgram(const SharedMaps* reuse) {
       }
     }
   }
+  if (skeleton_) {
+    passes_metadata_ = metadata_usable();
+    skeleton_->rodata->pass_metadata = passes_metadata_ ? 1 : 0;
+  }
   if (skeleton_ && (err = ferry_bpf__load(skeleton_)) != 0) {
     ferry_bpf__destroy(skeleton_);
     skeleton_ = nullptr;
@@ -78,9 +136,13 @@ std::map<std::string, int> XdpProgram::shared_map_fds() const {
   return out;
 }
 
-XdpProgram::~XdpProgram() { ferry_bpf__destroy(skeleton_); }
+XdpProgram::~XdpProgram() {
+  ferry_bpf__destroy(skeleton_);
+}
 
-int XdpProgram::program_fd() const { return bpf_program__fd(skeleton_->progs.ferry_xdp); }
+int XdpProgram::program_fd() const {
+  return bpf_program__fd(skeleton_->progs.ferry_xdp);
+}
 
 std::unique_ptr<XdpAttachment> XdpProgram::attach(const config::XdpInterfaceConfig& iface) const {
   unsigned ifindex = if_nametoindex(iface.name.c_str());
@@ -97,9 +159,10 @@ std::unique_ptr<XdpAttachment> XdpProgram::attach(const config::XdpInterfaceConf
                                "\"generic\" if the driver has no native XDP)");
     }
     if (fd < 0) {
-      log::warning("{}: XDP native mode not supported by the driver? ({}); falling back to generic "
-                   "(set xdp.interfaces[].mode to \"generic\" to silence)",
-                   iface.name, errno_text(fd));
+      log::warning(
+          "{}: XDP native mode not supported by the driver? ({}); falling back to generic "
+          "(set xdp.interfaces[].mode to \"generic\" to silence)",
+          iface.name, errno_text(fd));
     }
   }
   if (fd < 0) {
@@ -108,14 +171,16 @@ std::unique_ptr<XdpAttachment> XdpProgram::attach(const config::XdpInterfaceConf
     if (fd < 0) {
       std::string hint = fd == -EBUSY || fd == -EEXIST
                              ? " (another XDP program is attached: is another ferryd running? "
-                               "`ip link show " + iface.name + "` shows it)"
+                               "`ip link show " +
+                                   iface.name + "` shows it)"
                              : "";
       throw std::runtime_error(iface.name + ": attaching XDP failed: " + errno_text(fd) + hint);
     }
   }
-  log::info("{}: XDP program attached in {} mode (ifindex {})", iface.name, to_string(mode), ifindex);
-  auto attachment = std::make_unique<XdpAttachment>(iface.name, static_cast<int>(ifindex), mode,
-                                                    UniqueFd(fd));
+  log::info("{}: XDP program attached in {} mode (ifindex {})", iface.name, to_string(mode),
+            ifindex);
+  auto attachment =
+      std::make_unique<XdpAttachment>(iface.name, static_cast<int>(ifindex), mode, UniqueFd(fd));
   attachment->set_requested(iface.mode);
   return attachment;
 }

@@ -78,9 +78,14 @@ class XdpProgram {
   XdpMapFds map_fds() const;
   // Every shared map (see SharedMaps) with its fd, owned by the program.
   std::map<std::string, int> shared_map_fds() const;
+  // Whether the program passes its match to the workers in the XDP metadata area
+  // (docs/fastpath.md): false on a kernel that refuses bpf_xdp_adjust_meta to XDP programs, or with
+  // FERRY_XDP_NO_METADATA=1.
+  bool passes_metadata() const { return passes_metadata_; }
 
  private:
   ferry_bpf* skeleton_ = nullptr;
+  bool passes_metadata_ = false;
 };
 
 }  // namespace ferry::xdp

@@ -12,7 +12,7 @@ import struct
 import subprocess
 import sys
 
-from harness import base_config, check_eq, wait_until
+from harness import base_config, check, check_eq, ok, wait_until
 from harness import by_label, samples, total  # noqa: F401 (its tests import them from here)
 from netns import Netns, end_all, veth
 
@@ -320,6 +320,21 @@ def fastpath_config(w, backends=BACKENDS, frame_bytes=4096, ipv6=False):
         "umem": {"frames": 4096, "frame_bytes": frame_bytes},
         "rings": {"fill": 512, "completion": 512, "rx": 512, "tx": 512},
     }, services=services, routes=[{"prefix": ROUTED_PREFIX, "via": "g1"}])
+
+
+def check_one_match(d, matched):
+    """One match per frame: where the kernel lets the XDP program pass its match in the metadata
+    before each frame (status `xdp.metadata`; AF_XDP copies it with the frame in copy mode on
+    veth), the workers took it for every frame and matched none again; where it does not, the
+    workers matched at least the `matched` frames the test sent through a service themselves."""
+    metadata = ok(d.request("status"), "status")["xdp"]["metadata"]
+    again = total(d, "ferry_xsk_matched_without_hint_total")
+    print(f"xdp metadata {metadata}: {again} frames matched by the workers", flush=True)
+    if metadata:
+        check_eq(again, 0, "frames the workers had to match again")
+    else:
+        check(again >= matched, f"without XDP metadata the workers matched every frame: {again} "
+              f"of at least {matched}")
 
 
 def frames_by_queue(d):

@@ -45,6 +45,26 @@ def test_attaches_native_counts_passes_and_detaches_on_sigterm(workdir):
         peer.close()
 
 
+def test_without_xdp_metadata_the_program_loads_and_says_so(workdir):
+    """FERRY_XDP_NO_METADATA=1 loads the program with its metadata call switched off, as ferryd
+    does on a kernel that refuses bpf_xdp_adjust_meta to XDP programs: it attaches and passes
+    traffic, and status says the workers match every frame."""
+    gw, peer = lab()
+    try:
+        with running(workdir, xdp_cfg(workdir), netns=gw.name,
+                     env={"FERRY_XDP_NO_METADATA": "1"}) as d:
+            status = ok(d.request("status"))["xdp"]
+            check_eq((status["program_loaded"], status["metadata"]), (True, False),
+                     "program loaded, without metadata")
+            check(xdp_attached(gw, "fx0"), "ip link shows the XDP program")
+            r = peer.run("ping", "-c", "2", "-i", "0.2", "-W", "2", "10.211.0.1", check=False)
+            check_eq(r.returncode, 0, f"ping through XDP_PASS: {r.stdout}")
+            check("XDP metadata off" in d.log(), "the log says why")
+    finally:
+        gw.close()
+        peer.close()
+
+
 def test_sigkill_leaves_no_program_and_restart_works(workdir):
     gw, peer = lab()
     try:

@@ -14,7 +14,7 @@ TEST(RenderStatus, PrintsKeyValueLinesAndTheInterfacesTable) {
     "config_loaded_at":"2026-11-29T20:00:00Z","reloads":3,"reload_failures":1,
     "last_reload_error":null,"control":{"socket":"/run/ferry/ferryd.sock","connections":1},
     "metrics":{"listen":"127.0.0.1:9469"},
-    "xdp":{"program_loaded":true,"interfaces":[
+    "xdp":{"program_loaded":true,"metadata":true,"interfaces":[
       {"name":"eth0","ifindex":2,"mode":"native","attached":true},
       {"name":"eth1","ifindex":13,"mode":"generic","attached":false}]},
     "services":2,"routes":1,"workers":{"total":3,"alive":2}})");
@@ -30,6 +30,7 @@ TEST(RenderStatus, PrintsKeyValueLinesAndTheInterfacesTable) {
             "control connections: 1\n"
             "metrics: 127.0.0.1:9469\n"
             "xdp program: loaded\n"
+            "xdp metadata: on\n"
             "services: 2\n"
             "routes: 1\n"
             "workers: 2 of 3 alive\n"
@@ -43,7 +44,7 @@ TEST(RenderStatus, SkipsMissingKeysAndFlattensUnknownOnes) {
   json status = json::parse(R"({"pid":7,"state":"reloading","metrics":null,
     "last_reload_error":"/etc/ferry/ferryd.json:3:5: unknown key \"prot\"",
     "control":{"socket":"/s","tcp":{"listen":"0.0.0.0:9470"}},
-    "xdp":{"program_loaded":false,"interfaces":[]},
+    "xdp":{"program_loaded":false,"metadata":false,"interfaces":[]},
     "future":{"a":{"b":1.5},"c":[1,2]},"uptime_seconds":"soon","zzz":true})");
   EXPECT_EQ(render_status(status),
             "pid: 7\n"
@@ -54,6 +55,7 @@ TEST(RenderStatus, SkipsMissingKeysAndFlattensUnknownOnes) {
             "control.tcp.listen: 0.0.0.0:9470\n"
             "metrics: off\n"
             "xdp program: not loaded\n"
+            "xdp metadata: off (the workers match every frame)\n"
             "xdp interfaces: none\n"
             "future.a.b: 1.5\n"
             "future.c: 1,2\n"
