@@ -10,6 +10,7 @@ import hashlib
 import json
 import os
 import subprocess
+import sys
 
 from harness import TestFailure, base_config, check_eq, wait_until
 from netns import Netns, end_all, sh, veth
@@ -32,6 +33,37 @@ BACKENDS6 = ["fd50::11", "fd50::12", "fd50::13"]
 NAMES = ["be-a", "be-b", "be-c"]
 HTTP, DNS = 80, 53
 BIG_BYTES = 3 * 1024 * 1024  # the long transfer: the same file on every backend
+
+# `n` kept-alive HTTP connections to vip:80 from one process: it prints the backend name each
+# answered GET /name with, waits for a line on stdin, then asks on every connection `rounds` times
+# more, printing a line of names each round.
+KEEPALIVE_CLIENT = r"""
+import socket, sys
+vip, n, rounds = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+family = socket.AF_INET6 if ":" in vip else socket.AF_INET
+conns = []
+for _ in range(n):
+    s = socket.socket(family, socket.SOCK_STREAM)
+    s.settimeout(10)
+    s.connect((vip, 80))
+    conns.append([s, b""])
+def ask(c):
+    c[0].sendall(b"GET /name HTTP/1.1\r\nHost: dsr\r\n\r\n")
+    data = b""
+    while b"\r\n\r\n" not in data:
+        data += c[0].recv(4096)
+    head, _, body = data.partition(b"\r\n\r\n")
+    length = int([l.split(b":")[1] for l in head.split(b"\r\n") if l.lower().startswith(b"content-length")][0])
+    while len(body) < length:
+        body += c[0].recv(4096)
+    return body.decode().strip()
+first = [ask(c) for c in conns]
+print(" ".join(first), flush=True)
+sys.stdin.readline()
+for _ in range(rounds):
+    now = [ask(c) for c in conns]
+    print(" ".join(now), flush=True)
+"""
 
 NGINX_CONF = """
 worker_processes 1;
@@ -169,6 +201,12 @@ class DsrLab:
             raise TestFailure(f"curl {path} via {vip}: exit {r.returncode}: {r.stderr.decode()}")
         body, _, code = r.stdout.rpartition(b"\n")
         return int(code), body
+
+    def keepalive_clients(self, vip, n, rounds):
+        """KEEPALIVE_CLIENT in the client's namespace, its stdin and stdout pipes of text."""
+        return subprocess.Popen(["ip", "netns", "exec", self.client.name, sys.executable, "-u",
+                                 "-c", KEEPALIVE_CLIENT, vip, str(n), str(rounds)],
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
 
     def queries_by_backend(self):
         out = {}

@@ -374,13 +374,16 @@ def test_tcp_queries_are_proxied(workdir):
                   f"TCP address query to {vip}: {res['output'].strip()[-400:]}")
 
 
-def dnsperf(lab, w, vip, src):
+def dnsperf(lab, w, vip, src, port=PORT, seconds=DNSPERF_SECONDS, qps=DNSPERF_QPS,
+            clients=DNSPERF_CLIENTS):
+    """dnsperf from the lab's client at `qps` for `seconds`: {"sent", "completed", "lost",
+    "qps", "codes"}."""
     qfile = w.file("queries.txt")
     with open(qfile, "w") as f:
         f.write(QUERIES)
-    r = lab.client.run("timeout", str(DNSPERF_SECONDS + 30), "dnsperf", "-s", vip, "-p", str(PORT),
-                       "-a", src, "-d", qfile, "-l", str(DNSPERF_SECONDS), "-Q", str(DNSPERF_QPS),
-                       "-t", "1", "-c", str(DNSPERF_CLIENTS), "-T", "1", "-q", "200", check=False)
+    r = lab.client.run("timeout", str(seconds + 30), "dnsperf", "-s", vip, "-p", str(port),
+                       "-a", src, "-d", qfile, "-l", str(seconds), "-Q", str(qps),
+                       "-t", "1", "-c", str(clients), "-T", "1", "-q", "200", check=False)
     check_eq(r.returncode, 0, f"dnsperf against {vip}: {r.stdout} {r.stderr}")
     fig = {}
     for key, pattern in (("sent", r"Queries sent:\s+(\d+)"), ("completed", r"Queries completed:\s+(\d+)"),
