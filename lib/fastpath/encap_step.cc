@@ -1,6 +1,8 @@
 // Direct server return: a request sent to its backend inside an outer header.
 #include "lib/fastpath/encap_step.hh"
 
+#include <netinet/in.h>
+
 #include "lib/fastpath/frame_steps.hh"
 #include "lib/packet/encap.hh"
 #include "lib/packet/flow_hash.hh"
@@ -54,6 +56,11 @@ FrameOutcome encapsulate_to(packet::FrameBytes frame, packet::ParsedPacket& p,
   if (!r) return FrameOutcome::dropped(Drop::no_route);
   std::uint32_t mtu = s.ports && r->port < s.ports->mtu.size() ? s.ports->mtu[r->port] : 0;
   if (mtu != 0 && packet::encapsulated_ip_bytes(p.l3_bytes, kind, outer_v6) > mtu) {
+    // An ICMP error about a reply (encapsulate_to() from ip_hop) gets no error of its own
+    // (RFC 1812 4.3.2.7, RFC 4443 2.4 (e)).
+    if (p.protocol == IPPROTO_ICMP || p.protocol == IPPROTO_ICMPV6) {
+      return FrameOutcome::dropped(Drop::too_big);
+    }
     std::uint32_t inner_mtu = mtu > overhead ? mtu - overhead : 0;
     return steps::answer_with_error(frame, p, steps::too_big(p.version, inner_mtu), Drop::too_big,
                                     s, sinks, hop);
@@ -69,9 +76,13 @@ FrameOutcome encapsulate_to(packet::FrameBytes frame, packet::ParsedPacket& p,
   packet::EncapHeader outer;
   outer.kind = kind;
   outer.destination = backend;
-  outer.source = outer_v6 || !tables.encap->source_prefix
-                     ? *source
-                     : packet::ipip_source_in_prefix(*tables.encap->source_prefix, *source, hash);
+  // Only IPIP over IPv4 varies its source within source_prefix; GUE spreads flows by its UDP
+  // source port and IPv6 by its flow label, both from `source` / `source6` (docs/dsr.md).
+  const bool source_per_flow =
+      kind == packet::EncapKind::ipip && !outer_v6 && tables.encap->source_prefix;
+  outer.source = source_per_flow
+                     ? packet::ipip_source_in_prefix(*tables.encap->source_prefix, *source, hash)
+                     : *source;
   outer.gue_port = tables.encap->gue_port;
   outer.ip_id = hop.next_ip_id ? (*hop.next_ip_id)++ : 0;
   outer.flow_hash = hash;

@@ -27,7 +27,8 @@ FrameOutcome encapsulate(packet::FrameBytes frame, packet::ParsedPacket& p,
 
 // ... to the service's backend `backend` (an index into service.backends, or kNoBackend: dropped
 // as no_backend), chosen by the caller: an ICMP error about a reply a backend sent the client
-// directly goes to that backend as it came (its path MTU, its unreachable port).
+// directly goes to that backend as it came (its path MTU, its unreachable port); an error too big
+// for the tunnel is dropped as too_big, never answered with another.
 FrameOutcome encapsulate_to(packet::FrameBytes frame, packet::ParsedPacket& p,
                             const packet::Service& service, std::uint16_t backend,
                             packet::L4Checksum checksum, const Snapshot& s, FrameSinks sinks,

@@ -166,7 +166,7 @@ FrameOutcome answer_with_error(packet::FrameBytes frame, packet::ParsedPacket& p
                                const packet::IcmpReason& reason, Drop why, const Snapshot& s,
                                FrameSinks sinks, const IpHop& hop) noexcept {
   // RFC 1812 4.3.2.7: no error about a fragment but the first (nor, by construction, about an
-  // ICMP error: only UDP datagrams come here).
+  // ICMP error: only UDP datagrams and TCP segments come here).
   if (!hop.icmp_limit || !hop.next_ip_id || !s.ports || p.fragment_tail) {
     return FrameOutcome::dropped(why);
   }
