@@ -12,6 +12,7 @@
 #include "lib/packet/parse.hh"
 #include "lib/quic/cid_codec.hh"
 #include "tests/unit/fastpath/lab_tables.hh"
+#include "tests/unit/fastpath/quic_packets.hh"
 
 namespace ferry::fastpath {
 namespace {
@@ -42,10 +43,7 @@ class QuicChoiceTest : public ::testing::TestWithParam<Form> {
       e.key = std::array<std::uint8_t, 16>{0x8f, 0x95, 0xf0, 0x92, 0x45, 0x76, 0x5f, 0x80,
                                            0x25, 0x69, 0x34, 0xe5, 0x0c, 0x66, 0x20, 0x7f};
     }
-    c.services[0].quic_lb = config::QuicLbConfig{{e}};
-    for (std::uint8_t b = 1; b <= 3; ++b) {
-      c.services[0].backend_server_ids.push_back(config::ServerId(e.server_id_bytes, b * 0x11));
-    }
+    use_quic_lb(c.services[0], e);
     return c;
   }
   void use(const config::Config& c, packet::ServiceTableOptions options = {}) {
@@ -54,18 +52,7 @@ class QuicChoiceTest : public ::testing::TestWithParam<Form> {
   }
   // A 1-RTT (short header) packet whose DCID a server with backend `b`'s server ID issued.
   std::vector<std::uint8_t> short_header(std::size_t b, std::uint8_t nonce_seed = 7) {
-    const config::QuicLbConfigEntry& e = config_.services[0].quic_lb->configs[0];
-    quic::CidCodec codec({e.id, e.server_id_bytes, e.nonce_bytes, e.key},
-                         quic::choose_aes_engine());
-    std::vector<std::uint8_t> nonce(e.nonce_bytes);
-    for (std::size_t i = 0; i < nonce.size(); ++i) nonce[i] = nonce_seed + i * 13;
-    std::vector<std::uint8_t> cid(codec.cid_bytes());
-    codec.encode(config_.services[0].backend_server_ids[b], nonce, codec.self_encoded_length(),
-                 cid);
-    std::vector<std::uint8_t> packet = {0x40};  // short header, fixed bit
-    packet.insert(packet.end(), cid.begin(), cid.end());
-    packet.resize(packet.size() + 40, 0xab);  // packet number and protected payload
-    return packet;
+    return test::short_header(config_.services[0], b, nonce_seed);
   }
   // An Initial as a client sends it first: the DCID is 8 random octets of its own.
   std::vector<std::uint8_t> client_initial(std::uint8_t seed) {
