@@ -230,16 +230,16 @@ class DsrLab:
         end_all([], self.spaces)
 
 
-def dsr_config(w, services=None, encap=None):
+def dsr_config(w, services=None, encap=None, web_backends=3):
     """ferryd on the lab's gateway (g0, two queues): by default web (TCP, ipip) and dns (UDP+TCP,
     gue) on VIP4, web2 (TCP, gue) on VIP4B with web's very backends, web6 (gue) and dns6 (ipip)
-    on VIP6, each to the three backends."""
+    on VIP6, each to the three backends (web to the first `web_backends` of them)."""
     def backends(port, v6):
         return [f"[{a}]:{port}" if v6 else f"{a}:{port}" for a in (BACKENDS6 if v6 else BACKENDS4)]
     if services is None:
         services = [
             {"name": "web", "vip": VIP4, "port": HTTP, "protocols": ["tcp"], "forwarding": "ipip",
-             "backends": backends(HTTP, False)},
+             "backends": backends(HTTP, False)[:web_backends]},
             {"name": "dns", "vip": VIP4, "port": DNS, "protocols": ["udp", "tcp"],
              "forwarding": "gue", "backends": backends(DNS, False)},
             {"name": "web2", "vip": VIP4B, "port": HTTP, "protocols": ["tcp"],

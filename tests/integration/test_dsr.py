@@ -2,10 +2,11 @@
 requests of its ipip and gue services, IPv4 and IPv6, UDP and TCP, unchanged inside an outer
 header to three backends that decapsulate them with ferry-decap and answer the client directly
 from the VIP: nginx over HTTP (many short connections, and a long transfer checked by sha256) and
-dnsmasq over DNS (dig, UDP and TCP, and dnsperf losing nothing). Replies never cross the gateway; two services share one
-backend address and port; an established TCP connection keeps its backend when the backends
-change (weights, drain); a request too big for the link once encapsulated gets its ICMP, and a
-TCP upload with the client's default MSS gets through by path MTU discovery."""
+dnsmasq over DNS (dig, UDP and TCP, and dnsperf losing nothing). Replies never cross the
+gateway; two services share one backend address and port; an established TCP connection keeps
+its backend when the backends change (a backend added by reload, weights, drain); a request too
+big for the link once encapsulated gets its ICMP, and a TCP upload with the client's default MSS
+gets through by path MTU discovery."""
 import hashlib
 import socket
 
@@ -26,7 +27,8 @@ def served():
     lab = DsrLab(w)
     try:
         lab.start_servers()
-        with harness.running(w, dsr_config(w), netns=lab.gw.name) as d:
+        # web starts on two backends: a test adds the third by reload.
+        with harness.running(w, dsr_config(w, web_backends=2), netns=lab.gw.name) as d:
             yield lab, d
     finally:
         lab.close()
@@ -139,12 +141,18 @@ def test_every_outer_header_was_used_and_counted(served):
 
 
 def test_tcp_connections_keep_their_backend_when_backends_change(served, ferryctl):
+    """Kept-alive connections to web (ipip) while a third backend joins by reload, the first
+    weighs five times the others and the second is drained: every connection keeps its backend
+    (the flow table; Maglev now names another for some), new ones reach the third and avoid the
+    drained one."""
     lab, d = served
     p = lab.keepalive_clients(VIP4, 24, 2)
     try:
         first = p.stdout.readline().split()
         check_eq(len(first), 24, "24 kept-alive connections answered")
-        # Backends change under them: one gets five times the weight, another is drained.
+        check_eq(set(first) <= set(NAMES[:2]), True, f"web's two backends answer: {first}")
+        lab.w.write_config(dsr_config(lab.w, web_backends=3))
+        ok(d.request("reload"), "reload adding web's third backend")
         ferryctl.out(d, "backend", "web", f"{BACKENDS4[0]}:{HTTP}", "weight", "5")
         ferryctl.out(d, "backend", "web", f"{BACKENDS4[1]}:{HTTP}", "drain")
         p.stdin.write("go\n")
@@ -152,9 +160,10 @@ def test_tcp_connections_keep_their_backend_when_backends_change(served, ferryct
         for _ in range(2):
             now = p.stdout.readline().split()
             check_eq(now, first, "every connection kept its backend")
-        # New connections avoid the drained backend.
-        seen = names_over(lab, VIP4, 12)
+        # New connections reach the new backend and avoid the drained one.
+        seen = names_over(lab, VIP4, 24)
         check(NAMES[1] not in seen, f"no new connection to the drained backend: {seen}")
+        check(NAMES[2] in seen, f"new connections reach the added backend: {seen}")
     finally:
         p.kill()
         p.wait()
