@@ -22,6 +22,7 @@
 #include "lib/config/config.hh"
 #include "lib/health/check.hh"
 #include "lib/health/health_board.hh"
+#include "lib/health/tunnel_marks.hh"
 
 namespace ferry::health {
 
@@ -30,12 +31,15 @@ struct CheckTarget {
   std::string service;
   net::Endpoint backend;
   config::HealthCheckConfig params;
+  std::optional<TunnelRoute> tunnel;  // an encapsulating service's: checked through the tunnel
   bool operator==(const CheckTarget&) const = default;
 };
 
 // Every backend of every proxy-mode service that has a `health` object, checked as its `type`
-// says (a UDP-only service may keep the default tcp check; see docs/health.md).
-std::vector<CheckTarget> check_targets(std::span<const config::ServiceConfig> services);
+// says (a UDP-only service may keep the default tcp check; see docs/health.md). With `marks`, a
+// backend of an encapsulating service is checked through its tunnel (the VIP, with its mark).
+std::vector<CheckTarget> check_targets(std::span<const config::ServiceConfig> services,
+                                       const TunnelMarks* marks = nullptr);
 // Every (service, backend) pair the config names, for HealthBoard::retain.
 std::vector<std::pair<std::string, net::Endpoint>> configured_backends(
     std::span<const config::ServiceConfig> services);
@@ -49,7 +53,7 @@ inline constexpr std::array<double, 14> kCheckDurationBounds = {
 struct BackendHealth {
   std::string service;
   net::Endpoint backend;
-  bool up = true;                        // as on the board: whether traffic may go to it
+  bool up = true;  // as on the board: whether traffic may go to it
   std::uint32_t consecutive_failures = 0;
   std::uint32_t consecutive_successes = 0;
   config::HealthCheckType type = config::HealthCheckType::tcp;

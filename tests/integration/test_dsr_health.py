@@ -1,0 +1,210 @@
+"""Health checks that follow the data path (docs/health.md, "Encapsulating services"): in the
+direct-server-return lab, ferryd checks the backends of its ipip and gue services at the VIP
+inside each backend's tunnel, with every check type against real servers (http and tcp against
+nginx, dns and udp against dnsmasq), IPv4 and IPv6. The gateway routes the VIPs to the client,
+which does not forward: a check's packet that left bare would be lost, so a passing check went
+through the tunnel. A backend that loses the VIP from its loopback, or its ferry-decap, is
+marked down while its own address still answers; restored, it comes back up. Stopping ferryd
+leaves no clsact qdisc or filter behind."""
+import subprocess
+
+import pytest
+
+from dsr_lab import (BACKENDS4, BACKENDS6, CLIENT4, CLIENT6, DNS, DsrLab, HTTP, NAMES, VIP4,
+                     VIP4B, VIP6, dsr_config)
+from harness import TestFailure, check, check_eq, ok, samples, total, wait_until
+
+INTERVAL_MS, TIMEOUT_MS, RISE, FALL = 300, 200, 2, 2
+# Jitter, a check's timeout and a loaded 2-core machine, over the fall/rise streaks.
+WITHIN_S = INTERVAL_MS / 1000 * max(RISE, FALL) * 1.1 + TIMEOUT_MS / 1000 + 3.0
+# A DNS query for example.test A (id 0x1234, RD): dnsmasq answers it, as a udp check's send_hex.
+DNS_QUERY_HEX = "123401000001000000000000076578616d706c650474657374000001" "0001"
+
+
+def health(type_, **keys):
+    return {"type": type_, "interval_ms": INTERVAL_MS, "timeout_ms": TIMEOUT_MS, "rise": RISE,
+            "fall": FALL, **keys}
+
+
+def backends(port, v6=False):
+    return [f"[{a}]:{port}" if v6 else f"{a}:{port}" for a in (BACKENDS6 if v6 else BACKENDS4)]
+
+
+# Every check type through both tunnels: (name, vip, port, protocols, forwarding, health).
+SERVICES = [
+    ("web", VIP4, HTTP, ["tcp"], "ipip", health("http", path="/name")),
+    ("web2", VIP4B, HTTP, ["tcp"], "gue", health("http", path="/name")),
+    ("tcp4", VIP4B, 81, ["tcp"], "ipip", health("tcp", port=HTTP)),
+    ("web6", VIP6, HTTP, ["tcp"], "gue", health("tcp")),
+    ("dns", VIP4, DNS, ["udp", "tcp"], "gue", health("dns", name="who.example.test",
+                                                       rcodes=["NOERROR", "NXDOMAIN"])),
+    ("dns6", VIP6, DNS, ["udp", "tcp"], "ipip", health("dns", name="who.example.test",
+                                                        rcodes=["NOERROR", "NXDOMAIN"])),
+    ("udp4", VIP4, 54, ["udp"], "gue", health("udp", send_hex=DNS_QUERY_HEX, port=DNS)),
+    ("udp4i", VIP4, 55, ["udp"], "ipip", health("udp", send_hex=DNS_QUERY_HEX, port=DNS)),
+]
+
+
+def services_config():
+    return [{"name": n, "vip": vip, "port": port, "protocols": protos, "forwarding": fwd,
+             "backends": backends(port, ":" in vip), "health": h}
+            for n, vip, port, protos, fwd, h in SERVICES]
+
+
+def address_of(service, i):
+    vip = next(v for n, v, *_ in SERVICES if n == service)
+    port = next(p for n, _, p, *_ in SERVICES if n == service)
+    return f"[{BACKENDS6[i]}]:{port}" if ":" in vip else f"{BACKENDS4[i]}:{port}"
+
+
+@pytest.fixture(scope="module")
+def lab_and_daemon():
+    import harness
+    w = harness.Workdir()
+    lab = DsrLab(w)
+    try:
+        lab.start_servers()
+        # The VIPs' route on the gateway: via a next hop that answers ARP/ND and does not forward
+        # (the client here; an upstream router in production), out of g0 where the program sits.
+        for vip in (VIP4, VIP4B):
+            lab.gw.ip("route", "add", f"{vip}/32", "via", CLIENT4)
+        lab.gw.ip("-6", "route", "add", f"{VIP6}/128", "via", CLIENT6)
+        d = harness.Daemon(w, w.write_config(dsr_config(w, services=services_config())),
+                           netns=lab.gw.name)
+        try:
+            d.wait_ready()
+            yield lab, d
+        finally:
+            d.cleanup()
+    finally:
+        lab.close()
+        w.cleanup()
+
+
+def rows(d):
+    out = {}
+    for s in ok(d.request("services"))["services"]:
+        for b in s["backends"]:
+            out[(s["name"], b["address"])] = b
+    return out
+
+
+def states(d):
+    """Each (service, backend)'s state and last reason, and the tunnel program's counters: what a
+    failure message shows."""
+    lines = [f"{k[0]} {k[1]}: {r.get('state')} {r.get('last_result')} {r.get('last_reason')}"
+             for k, r in sorted(rows(d).items())]
+    counters = {labels["result"]: v
+                for labels, v in samples(d, "ferry_health_tunnel_packets_total")}
+    return "\n".join(lines + [f"tunnel program: {counters}"])
+
+
+def settle(d, predicate, what):
+    try:
+        wait_until(predicate, WITHIN_S, what, interval=0.1)
+    except TestFailure as e:
+        raise TestFailure(f"{e}\n{states(d)}") from None
+
+
+def passing(row):
+    return row.get("state") == "up" and row.get("last_result") == "ok"
+
+
+def wait_backend(d, i, state):
+    """Every service's backend i reaches `state` (its last check ok when up); the others stay
+    up and passing."""
+    def reached():
+        r = rows(d)
+        for name, *_ in SERVICES:
+            row = r[(name, address_of(name, i))]
+            if (state == "up" and not passing(row)) or (state == "down" and
+                                                         row.get("state") != "down"):
+                return False
+        return True
+    settle(d, reached, f"backend {NAMES[i]} {state} in every service")
+    r = rows(d)
+    for name, *_ in SERVICES:
+        for j in range(len(NAMES)):
+            if j != i:
+                check(passing(r[(name, address_of(name, j))]),
+                      f"{name} backend {NAMES[j]} stays up: {r[(name, address_of(name, j))]}")
+    return r
+
+
+def own_address_answers(lab, i):
+    """The backend's own address still serves: nginx over HTTP from the gateway."""
+    r = lab.gw.run("curl", "-sS", "--max-time", "5", f"http://{BACKENDS4[i]}:{HTTP}/name")
+    check_eq(r.stdout.strip(), NAMES[i], f"GET /name at {BACKENDS4[i]} itself")
+
+
+def test_every_check_type_passes_through_both_tunnels(lab_and_daemon):
+    lab, d = lab_and_daemon
+    settle(d, lambda: all(passing(r) and r["checks"]["ok"] >= RISE for r in rows(d).values()),
+           "every backend of every service passing its checks")
+    r = rows(d)
+    check_eq(len(r), len(SERVICES) * len(NAMES), "checked backends")
+    for key, row in sorted(r.items()):
+        print(f"{key}: {row['check']} {row['last_reason']}", flush=True)
+    sent = {k: total(d, "ferry_health_tunnel_packets_total", result=k)
+            for k in ("sent_ipip4", "sent_gue4", "sent_ipip6", "sent_gue6", "no_tunnel", "not_ip",
+                      "gso", "adjust_failed", "no_route")}
+    print(f"tunnel program: {sent}", flush=True)
+    for k in ("sent_ipip4", "sent_gue4", "sent_ipip6", "sent_gue6"):
+        check(sent[k] > 0, f"{k} carried checks: {sent}")
+    for k in ("no_tunnel", "not_ip", "gso", "adjust_failed", "no_route"):
+        check_eq(sent[k], 0, f"tunnel program drops {k}")
+    # What the backends saw: nginx's requests came from the gateway to the VIP.
+    with open(lab.w.file(f"{NAMES[0]}-nginx/access.log")) as f:
+        health_lines = [line for line in f if "ferry-health" in line]
+    check(health_lines, "nginx logged ferry's health checks")
+    # The program is where the docs say: a clsact filter at g0's egress.
+    out = lab.gw.run("tc", "filter", "show", "dev", "g0", "egress").stdout
+    check("ferry_hc_encap" in out, f"the tunnel program at g0's egress:\n{out}")
+
+
+def test_a_backend_that_lost_the_vip_goes_down_while_its_address_answers(lab_and_daemon):
+    lab, d = lab_and_daemon
+    test_every_check_type_passes_through_both_tunnels(lab_and_daemon)
+    ns = lab.backends[0]
+    vips = (f"{VIP4}/32", f"{VIP4B}/32", f"{VIP6}/128")
+    for cidr in vips:
+        ns.ip("addr", "del", cidr, "dev", "lo")
+    try:
+        r = wait_backend(d, 0, "down")
+        for name, *_ in SERVICES:
+            print(f"{name} {NAMES[0]}: {r[(name, address_of(name, 0))]['last_reason']}", flush=True)
+        check_eq(total(d, "ferry_backend_up", service="web", backend=address_of("web", 0)), 0,
+                 "ferry_backend_up of web's first backend")
+        own_address_answers(lab, 0)
+    finally:
+        for cidr in vips:
+            ns.ip("addr", "add", cidr, "dev", "lo", check=False)
+    wait_backend(d, 0, "up")
+    check_eq(total(d, "ferry_backend_up", service="web", backend=address_of("web", 0)), 1,
+             "ferry_backend_up of web's first backend, back")
+
+
+def test_a_backend_without_its_decapsulation_goes_down_and_comes_back(lab_and_daemon, ferryctl):
+    lab, d = lab_and_daemon
+    ns = lab.backends[1]
+    lab.decap(ns, "detach", "b0")
+    try:
+        wait_backend(d, 1, "down")
+        text = ferryctl.out(d, "services")
+        check(f"{BACKENDS4[1]}:{HTTP}(down" in text, f"`ferryctl services` shows it down:\n{text}")
+        own_address_answers(lab, 1)
+    finally:
+        lab.decap(ns, "attach", "b0", check_rc=False)
+    wait_backend(d, 1, "up")
+
+
+def test_stop_leaves_no_clsact_behind(lab_and_daemon):
+    lab, d = lab_and_daemon
+    check("clsact" in lab.gw.run("tc", "qdisc", "show", "dev", "g0").stdout,
+          "ferryd created g0's clsact qdisc")
+    check_eq(d.stop(), 0, "ferryd's exit status")
+    qdiscs = lab.gw.run("tc", "qdisc", "show", "dev", "g0").stdout
+    check("clsact" not in qdiscs, f"no clsact qdisc left on g0:\n{qdiscs}")
+    filters = subprocess.run(["ip", "netns", "exec", lab.gw.name, "tc", "filter", "show", "dev",
+                              "g0", "egress"], capture_output=True, text=True).stdout
+    check_eq(filters.strip(), "", "filters left at g0's egress")
