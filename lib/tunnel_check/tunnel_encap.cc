@@ -83,7 +83,7 @@ void TunnelEncap::apply(const std::map<std::uint32_t, bpf::ferry_hc_tunnel>& ent
   }
   for (std::uint32_t mark : stale) bpf_map_delete_elem(tunnels, &mark);
 
-  int prog_fd = bpf_program__fd(skeleton_->progs.ferry_hc_encap);
+  int prog_fd = program_fd();
   std::map<std::string, std::unique_ptr<ClsactFilter>> next;
   for (const std::string& name : interfaces) {
     auto it = filters_.find(name);
@@ -119,6 +119,10 @@ std::vector<std::string> TunnelEncap::created_qdiscs() const {
 
 void TunnelEncap::leave() noexcept {
   for (auto& [name, filter] : filters_) filter->leave();
+}
+
+int TunnelEncap::program_fd() const {
+  return bpf_program__fd(skeleton_->progs.ferry_hc_encap);
 }
 
 std::map<std::uint32_t, bpf::ferry_hc_tunnel> TunnelEncap::read_entries() const {

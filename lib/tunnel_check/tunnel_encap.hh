@@ -44,6 +44,7 @@ class TunnelEncap {
   // Handed over: the filters and qdiscs stay for the successor, which replaced the program.
   void leave() noexcept;
 
+  int program_fd() const;
   std::map<std::uint32_t, bpf::ferry_hc_tunnel> read_entries() const;
   std::array<bpf::ferry_hc_counter, bpf::FERRY_HC_COUNTER_COUNT> read_counters() const;
 
