@@ -5,14 +5,16 @@ nginx, dns and udp against dnsmasq), IPv4 and IPv6. The gateway routes the VIPs 
 which does not forward: a check's packet that left bare would be lost, so a passing check went
 through the tunnel. A backend that loses the VIP from its loopback, or its ferry-decap, is
 marked down while its own address still answers; restored, it comes back up. Stopping ferryd
-leaves no clsact qdisc or filter behind."""
-import subprocess
+leaves no clsact qdisc or filter behind; a reload without checks removes the program and one with
+them brings it back; an upgrade hands it to the successor, whose stop removes it."""
+import json
 
 import pytest
 
 from dsr_lab import (BACKENDS4, BACKENDS6, CLIENT4, CLIENT6, DNS, DsrLab, HTTP, NAMES, VIP4,
                      VIP4B, VIP6, dsr_config)
 from harness import TestFailure, check, check_eq, ok, samples, total, wait_until
+from upgrade_lab import Lineage, become_subreaper
 
 INTERVAL_MS, TIMEOUT_MS, RISE, FALL = 300, 200, 2, 2
 # Jitter, a check's timeout and a loaded 2-core machine, over the fall/rise streaks.
@@ -198,13 +200,69 @@ def test_a_backend_without_its_decapsulation_goes_down_and_comes_back(lab_and_da
     wait_backend(d, 1, "up")
 
 
+def clsact_state(lab):
+    """(qdiscs, egress filters) of g0, as `tc` shows them."""
+    qdiscs = lab.gw.run("tc", "qdisc", "show", "dev", "g0").stdout
+    filters = lab.gw.run("tc", "filter", "show", "dev", "g0", "egress", check=False).stdout
+    return qdiscs, filters
+
+
+def check_no_clsact(lab, when):
+    qdiscs, filters = clsact_state(lab)
+    check("clsact" not in qdiscs, f"{when}: no clsact qdisc left on g0:\n{qdiscs}")
+    check_eq(filters.strip(), "", f"{when}: filters left at g0's egress")
+
+
+def test_a_reload_without_checks_removes_the_program_and_one_with_them_brings_it_back(
+        lab_and_daemon):
+    lab, d = lab_and_daemon
+    services = services_config()
+    for svc in services:
+        del svc["health"]
+    d.workdir.write_config(dsr_config(lab.w, services=services))
+    ok(d.request("reload"), "reload without health")
+    check_no_clsact(lab, "no encapsulating service checked")
+    check(not samples(d, "ferry_health_tunnel_packets_total"), "no tunnel counters without it")
+    d.workdir.write_config(dsr_config(lab.w, services=services_config()))
+    ok(d.request("reload"), "reload with health again")
+    check("ferry_hc_encap" in clsact_state(lab)[1], "the program back at g0's egress")
+    # Checks removed made the backends unchecked; back, they are checked afresh and pass.
+    settle(d, lambda: all(passing(r) and r["checks"]["ok"] >= 1 for r in rows(d).values()),
+           "every backend passing again after the reload")
+
+
 def test_stop_leaves_no_clsact_behind(lab_and_daemon):
     lab, d = lab_and_daemon
-    check("clsact" in lab.gw.run("tc", "qdisc", "show", "dev", "g0").stdout,
-          "ferryd created g0's clsact qdisc")
+    check("clsact" in clsact_state(lab)[0], "ferryd created g0's clsact qdisc")
     check_eq(d.stop(), 0, "ferryd's exit status")
-    qdiscs = lab.gw.run("tc", "qdisc", "show", "dev", "g0").stdout
-    check("clsact" not in qdiscs, f"no clsact qdisc left on g0:\n{qdiscs}")
-    filters = subprocess.run(["ip", "netns", "exec", lab.gw.name, "tc", "filter", "show", "dev",
-                              "g0", "egress"], capture_output=True, text=True).stdout
-    check_eq(filters.strip(), "", "filters left at g0's egress")
+    check_no_clsact(lab, "after the stop")
+
+
+def test_an_upgrade_hands_the_program_over_and_the_successor_removes_it(lab_and_daemon):
+    """After the module's ferryd stopped: a new one, `ferryctl upgrade`, checks still pass through
+    the successor's program, and its stop removes the qdisc the first one created."""
+    lab, _ = lab_and_daemon
+    become_subreaper()
+    w = lab.w
+    lineage = Lineage(w, w.write_config(dsr_config(w, services=services_config()),
+                                        name="upgrade.json"), lab.gw.name, name="ferryd-up")
+    try:
+        settle(lineage, lambda: all(passing(r) for r in rows(lineage).values()),
+               "every backend passing before the upgrade")
+        old = lineage.pid
+        r = lineage.ferryctl("--json", "upgrade")
+        check_eq(r.returncode, 0, f"ferryctl upgrade ({r.stdout} {r.stderr})")
+        lineage.adopt(json.loads(r.stdout)["new_pid"])
+        lineage.wait_gone(old, 15, "the old ferryd")
+        qdiscs, filters = clsact_state(lab)
+        check("clsact" in qdiscs and
+              sum("ferry_hc_encap" in line for line in filters.splitlines()) == 1,
+              f"one filter at g0's egress after the upgrade:\n{filters}")
+        sent = total(lineage, "ferry_health_tunnel_packets_total")
+        settle(lineage, lambda: total(lineage, "ferry_health_tunnel_packets_total") > sent + 10,
+               "the successor's program carrying checks")
+        settle(lineage, lambda: all(passing(r) for r in rows(lineage).values()),
+               "every backend passing after the upgrade")
+    finally:
+        lineage.cleanup()
+    check_no_clsact(lab, "after the successor's stop")
