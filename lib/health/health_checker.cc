@@ -166,6 +166,14 @@ void HealthChecker::publish(const Probe& probe) {
   views_[{probe.target.service, probe.backend_text}] = probe.view;
 }
 
+void HealthChecker::describe_target(Probe& p) {
+  const CheckTarget& t = p.target;
+  p.view.type = t.params.type;
+  CheckAddress address = check_address(t.params, t.backend, t.tunnel);
+  p.view.target = address.endpoint;
+  p.view.tunnel_mark = t.tunnel ? std::optional(address.mark) : std::nullopt;
+}
+
 void HealthChecker::apply_targets(std::vector<CheckTarget> targets) {
   auto now = Clock::now();
   std::map<Key, CheckTarget> next;
@@ -200,7 +208,8 @@ void HealthChecker::apply_targets(std::vector<CheckTarget> targets) {
       auto sooner = now + milliseconds(target.params.interval_ms);
       if (!p.check && p.due > sooner) p.due = sooner;
       p.target = std::move(target);
-      p.view.type = p.target.params.type;
+      describe_target(p);
+      publish(p);
       continue;
     }
     auto p = std::make_unique<Probe>();
@@ -208,7 +217,7 @@ void HealthChecker::apply_targets(std::vector<CheckTarget> targets) {
     p->backend_text = key.second;
     p->view.service = p->target.service;
     p->view.backend = p->target.backend;
-    p->view.type = p->target.params.type;
+    describe_target(*p);
     board_.set_checked(p->target.service, p->target.backend, true);
     p->view.up =
         board_.state(p->target.service, p->target.backend)->up.load(std::memory_order_relaxed);

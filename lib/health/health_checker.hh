@@ -57,6 +57,10 @@ struct BackendHealth {
   std::uint32_t consecutive_failures = 0;
   std::uint32_t consecutive_successes = 0;
   config::HealthCheckType type = config::HealthCheckType::tcp;
+  // Where its checks connect: the backend's address and port (or `port`), or for an
+  // encapsulating service the VIP, through the tunnel its mark names.
+  net::Endpoint target;
+  std::optional<std::uint32_t> tunnel_mark;
   std::optional<std::string> last_error;  // reason of the last failed check, kept after recovery
   std::optional<CheckResult> last_result;
   std::string last_reason;  // of the last check: "connected", "status 503", "rcode SERVFAIL"
@@ -116,6 +120,8 @@ class HealthChecker {
   // `interval` spread by up to 10% either way.
   std::chrono::milliseconds jittered(std::chrono::milliseconds interval);
   void publish(const Probe& probe);
+  // Sets the probe's view of its type and of where its checks go.
+  void describe_target(Probe& probe);
 
   HealthBoard& board_;
   HealthCheckerOptions options_;

@@ -145,8 +145,21 @@ def test_every_check_type_passes_through_both_tunnels(lab_and_daemon):
            "every backend of every service passing its checks")
     r = rows(d)
     check_eq(len(r), len(SERVICES) * len(NAMES), "checked backends")
+    marks = set()
     for key, row in sorted(r.items()):
-        print(f"{key}: {row['check']} {row['last_reason']}", flush=True)
+        print(f"{key}: {row['check']} to {row['check_target']} mark {row['tunnel_mark']:#x}: "
+              f"{row['last_reason']}", flush=True)
+        name = key[0]
+        vip, port, health_ = next((v, p, h) for n, v, p, _, _, h in SERVICES if n == name)
+        want = f"[{vip}]" if ":" in vip else vip
+        check_eq(row["check_target"], f"{want}:{health_.get('port', port)}",
+                 f"{key}: the check goes to the VIP")
+        check(row["tunnel_mark"] & 0xffff0000 == 0x66650000, f"{key}: a mark of ferry's range")
+        marks.add((next(f for n, _, _, _, f, _ in SERVICES if n == name), key[1].rsplit(":", 1)[0],
+                   row["tunnel_mark"]))
+    # One mark per (forwarding, backend address): as many as there are such pairs.
+    check_eq(len({m for *_, m in marks}), len({(f, a) for f, a, _ in marks}),
+             f"one mark per tunnel: {sorted(marks)}")
     sent = {k: total(d, "ferry_health_tunnel_packets_total", result=k)
             for k in ("sent_ipip4", "sent_gue4", "sent_ipip6", "sent_gue6", "no_tunnel", "not_ip",
                       "gso", "adjust_failed", "no_route")}

@@ -305,6 +305,25 @@ TEST(HealthReport, ShowsStatesStreaksAndMetricsOfCheckedAndUncheckedBackends) {
   EXPECT_GE(down["checks"]["refused"].get<int>(), 1);
 }
 
+TEST(HealthReport, ATunneledBackendShowsTheVipItsChecksGoToAndItsMark) {
+  HealthBoard board;
+  HealthChecker checker(board);  // not started: nothing is checked, the views are set
+  net::Endpoint backend = *net::Endpoint::parse("10.0.1.7:80");
+  config::HealthCheckConfig tunneled = params(1000, 500, 1, 1);
+  tunneled.port = 8080;
+  checker.set_targets({{"web", backend, tunneled,
+                        TunnelRoute{0x66650002, *net::IpAddress::parse("192.0.2.10")}},
+                       {"plain", backend, params(1000, 500, 1, 1), {}}});
+  auto status = health_status(board, &checker);
+  ASSERT_EQ(status["backends"].size(), 2u);
+  const auto& plain = status["backends"][0];
+  EXPECT_EQ(plain["check_target"], "10.0.1.7:80");
+  EXPECT_TRUE(plain["tunnel_mark"].is_null());
+  const auto& web = status["backends"][1];
+  EXPECT_EQ(web["check_target"], "192.0.2.10:8080");
+  EXPECT_EQ(web["tunnel_mark"], 0x66650002);
+}
+
 TEST(HealthChecks, TargetsAreTheBackendsOfProxyServicesWithHealth) {
   config::ServiceConfig dns;
   dns.name = "dns";
