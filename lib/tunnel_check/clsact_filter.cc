@@ -35,7 +35,11 @@ ClsactFilter::ClsactFilter(const std::string& ifname, int prog_fd, bool qdisc_wa
                              errno_text(errno) + ")");
   }
   bpf_tc_hook hook = egress_hook(ifindex_);
+  // An existing qdisc is an answer here (EEXIST: not ours), not a warning libbpf should print
+  // on ferryd's stderr ("Exclusivity flag on, cannot modify") at every upgrade and restart.
+  libbpf_print_fn_t print = libbpf_set_print(nullptr);
   int err = bpf_tc_hook_create(&hook);
+  libbpf_set_print(print);
   if (err != 0 && err != -EEXIST) {
     throw std::runtime_error(ifname +
                              ": creating the clsact qdisc for the health-check tunnel "
