@@ -207,6 +207,7 @@ static __always_inline int redirect_to_backend(struct __sk_buff* skb,
         bpf_fib_lookup(skb, &fib, sizeof(fib), BPF_FIB_LOOKUP_OUTPUT | BPF_FIB_LOOKUP_SKIP_NEIGH);
     if (rc == BPF_FIB_LKUP_RET_FWD_DISABLED && i == 0) {
       count(slot, bytes, 0);
+      count(FERRY_HC_ROUTED_INTERFACE, bytes, 0);
       return bpf_redirect_neigh(skb->ifindex, 0, 0, 0);
     }
     if (rc != BPF_FIB_LKUP_RET_SUCCESS) continue;
@@ -218,6 +219,7 @@ static __always_inline int redirect_to_backend(struct __sk_buff* skb,
     else
       nh.ipv4_nh = fib.ipv4_dst;
     count(slot, bytes, 0);
+    count(FERRY_HC_ROUTED_FIB, bytes, 0);
     return bpf_redirect_neigh(fib.ifindex, &nh, sizeof(nh), 0);
   }
   return count(FERRY_HC_DROP_NO_ROUTE, bytes, TC_ACT_SHOT);

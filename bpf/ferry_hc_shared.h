@@ -39,7 +39,8 @@ struct ferry_hc_config {
   __u32 ifindexes[FERRY_HC_MAX_INTERFACES];
 };
 
-/* Slots of the per-CPU `hc_counters` array (packets and bytes as they left the socket). */
+/* Slots of the per-CPU `hc_counters` array (packets and bytes as they left the socket): every
+ * packet counts once in the first FERRY_HC_RESULT_COUNT, a sent one once more in a routed slot. */
 enum ferry_hc_counter_slot {
   FERRY_HC_SENT_IPIP4 = 0, /* encapsulated and redirected: outer IPv4, IPIP */
   FERRY_HC_SENT_IPIP6 = 1,
@@ -51,7 +52,12 @@ enum ferry_hc_counter_slot {
   FERRY_HC_DROP_GSO = 6,       /* a GSO packet to GUE over IPv6 (its checksum needs one segment) */
   FERRY_HC_DROP_ADJUST = 7,    /* the kernel refused bpf_skb_adjust_room / store */
   FERRY_HC_DROP_NO_ROUTE = 8,  /* no route to the backend out of an attached interface */
-  FERRY_HC_COUNTER_COUNT = 9,
+  FERRY_HC_RESULT_COUNT = 9,
+  /* How a sent packet found its way, counted beside its sent_* slot: bpf_fib_lookup's next hop
+   * (forwarding on), or the kernel's route out of the interface it was on (forwarding off). */
+  FERRY_HC_ROUTED_FIB = 9,
+  FERRY_HC_ROUTED_INTERFACE = 10,
+  FERRY_HC_COUNTER_COUNT = 11,
 };
 
 struct ferry_hc_counter {

@@ -13,8 +13,8 @@
 namespace ferry::tunnel_check {
 
 const std::array<const char*, bpf::FERRY_HC_COUNTER_COUNT> kCounterNames = {
-    "sent_ipip4", "sent_ipip6", "sent_gue4",     "sent_gue6", "no_tunnel",
-    "not_ip",     "gso",        "adjust_failed", "no_route"};
+    "sent_ipip4", "sent_ipip6",    "sent_gue4", "sent_gue6", "no_tunnel", "not_ip",
+    "gso",        "adjust_failed", "no_route",  "fib",       "interface"};
 
 namespace {
 
@@ -23,6 +23,11 @@ constexpr const char* kPacketsHelp =
     "(encapsulated and sent to the backend, by outer header) or the reason it dropped them";
 constexpr const char* kBytesHelp =
     "Bytes (as the checker's socket sent them) of ferry_health_tunnel_packets_total";
+
+constexpr const char* kRoutedHelp =
+    "Health-check packets the tunnel program sent, by how it found the way to the backend: fib "
+    "(bpf_fib_lookup's next hop, forwarding on) or interface (the kernel's route out of the "
+    "interface the packet was on, forwarding off)";
 
 std::string errno_text(int err) {
   return std::strerror(err < 0 ? -err : err);
@@ -156,7 +161,11 @@ std::array<bpf::ferry_hc_counter, bpf::FERRY_HC_COUNTER_COUNT> TunnelEncap::read
 
 void TunnelEncap::collect(metrics::SnapshotBuilder& out) const {
   auto counters = read_counters();
-  for (std::size_t i = 0; i < counters.size(); ++i) {
+  for (std::size_t i = bpf::FERRY_HC_RESULT_COUNT; i < counters.size(); ++i) {
+    out.counter("ferry_health_tunnel_routed_packets_total", kRoutedHelp, {{"by", kCounterNames[i]}},
+                static_cast<double>(counters[i].packets));
+  }
+  for (std::size_t i = 0; i < bpf::FERRY_HC_RESULT_COUNT; ++i) {
     metrics::Labels labels{{"result", kCounterNames[i]}};
     out.counter("ferry_health_tunnel_packets_total", kPacketsHelp, labels,
                 static_cast<double>(counters[i].packets));

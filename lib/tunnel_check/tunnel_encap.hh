@@ -19,7 +19,8 @@ struct ferry_hc_bpf;  // the bpftool skeleton
 
 namespace ferry::tunnel_check {
 
-// The counter slots' names: `result` label of ferry_health_tunnel_packets_total.
+// The counter slots' names: `result` label of ferry_health_tunnel_packets_total (the first
+// FERRY_HC_RESULT_COUNT), then `by` of ferry_health_tunnel_routed_packets_total.
 extern const std::array<const char*, bpf::FERRY_HC_COUNTER_COUNT> kCounterNames;
 
 class TunnelEncap {

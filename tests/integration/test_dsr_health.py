@@ -71,6 +71,13 @@ def lab_and_daemon():
         for vip in (VIP4, VIP4B):
             lab.gw.ip("route", "add", f"{vip}/32", "via", CLIENT4)
         lab.gw.ip("-6", "route", "add", f"{VIP6}/128", "via", CLIENT6)
+        # Strict reverse-path filtering holds for answers from the VIPs: they arrive on g0, the
+        # VIP route's interface (docs/health.md).
+        lab.gw.run("sysctl", "-qw", "net.ipv4.conf.all.rp_filter=1",
+                   "net.ipv4.conf.g0.rp_filter=1")
+        # A ferry gateway forwards with its fast path, not the kernel (whatever the host has).
+        lab.gw.run("sysctl", "-qw", "net.ipv4.conf.all.forwarding=0",
+                   "net.ipv6.conf.all.forwarding=0")
         d = harness.Daemon(w, w.write_config(dsr_config(w, services=services_config())),
                            netns=lab.gw.name)
         try:
@@ -168,6 +175,9 @@ def test_every_check_type_passes_through_both_tunnels(lab_and_daemon):
         check(sent[k] > 0, f"{k} carried checks: {sent}")
     for k in ("no_tunnel", "not_ip", "gso", "adjust_failed", "no_route"):
         check_eq(sent[k], 0, f"tunnel program drops {k}")
+    # g0 forwards nothing (the fast path does): each packet left by g0's own route to its backend.
+    routed = {labels["by"]: v for labels, v in samples(d, "ferry_health_tunnel_routed_packets_total")}
+    check(routed["interface"] > 0 and routed["fib"] == 0, f"routed by g0's route: {routed}")
     # What the backends saw: nginx's requests came from the gateway to the VIP.
     with open(lab.w.file(f"{NAMES[0]}-nginx/access.log")) as f:
         health_lines = [line for line in f if "ferry-health" in line]
@@ -211,6 +221,46 @@ def test_a_backend_without_its_decapsulation_goes_down_and_comes_back(lab_and_da
     finally:
         lab.decap(ns, "attach", "b0", check_rc=False)
     wait_backend(d, 1, "up")
+
+
+def test_without_a_route_to_the_vip_its_checks_fail_at_once(lab_and_daemon):
+    lab, d = lab_and_daemon
+    lab.gw.ip("route", "del", f"{VIP4B}/32")
+    try:
+        def unreachable():
+            r = rows(d)
+            return all(r[(n, address_of(n, i))]["state"] == "down"
+                       for n, vip, *_ in SERVICES if vip == VIP4B for i in range(len(NAMES)))
+        settle(d, unreachable, f"{VIP4B}'s services down without a route")
+        row = rows(d)[("web2", address_of("web2", 0))]
+        check_eq(row["last_reason"], "Network is unreachable", "why a check fails without a route")
+    finally:
+        lab.gw.ip("route", "add", f"{VIP4B}/32", "via", CLIENT4)
+    settle(d, lambda: all(passing(r) for r in rows(d).values()), "every backend back up")
+
+
+def test_with_forwarding_on_the_route_lookup_picks_the_interface(lab_and_daemon):
+    """With forwarding on, bpf_fib_lookup answers and the program sends by its next hop (with
+    it off, by the interface the packet is on): checks pass either way."""
+    lab, d = lab_and_daemon
+    knobs = ("net.ipv4.conf.all.forwarding", "net.ipv6.conf.all.forwarding")
+    for knob in knobs:
+        lab.gw.run("sysctl", "-qw", f"{knob}=1")
+    try:
+        before = {k: total(d, "ferry_health_tunnel_packets_total", result=k)
+                  for k in ("sent_ipip4", "sent_gue4", "sent_ipip6", "sent_gue6")}
+        settle(d, lambda: all(total(d, "ferry_health_tunnel_packets_total", result=k) > v + 5
+                              for k, v in before.items()), "every tunnel carrying checks")
+        fib = total(d, "ferry_health_tunnel_routed_packets_total", by="fib")
+        settle(d, lambda: total(d, "ferry_health_tunnel_routed_packets_total", by="fib")
+               > fib + 10, "checks sent by bpf_fib_lookup's next hop")
+        bad = total(d, "ferry_health_checks_total", result="timeout")
+        settle(d, lambda: all(passing(r) for r in rows(d).values()), "every backend passing")
+        check_eq(total(d, "ferry_health_checks_total", result="timeout"), bad,
+                 "checks timed out with forwarding on")
+    finally:
+        for knob in knobs:
+            lab.gw.run("sysctl", "-qw", f"{knob}=0")
 
 
 def clsact_state(lab):
