@@ -3,6 +3,7 @@
 
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
+#include <net/if.h>
 
 #include <cerrno>
 #include <cstring>
@@ -92,6 +93,14 @@ void TunnelEncap::apply(const std::map<std::uint32_t, bpf::ferry_hc_tunnel>& ent
   std::map<std::string, std::unique_ptr<ClsactFilter>> next;
   for (const std::string& name : interfaces) {
     auto it = filters_.find(name);
+    if (it != filters_.end() &&
+        static_cast<int>(::if_nametoindex(name.c_str())) != it->second->ifindex()) {
+      // The interface went and came back (another ifindex): its filter and qdisc went with the
+      // old one, whose ifindex may be another interface's now. Attach afresh.
+      it->second->leave();
+      filters_.erase(it);
+      it = filters_.end();
+    }
     if (it != filters_.end()) {
       // Again, so a program another ferryd swapped in (a failed handover) is ours again.
       it->second->attach(prog_fd);

@@ -150,5 +150,19 @@ TEST_F(ClsactFilterTest, TunnelEncapAttachesToItsInterfacesAndDetachesTheOnesTha
   EXPECT_FALSE(has_clsact("hc1"));
 }
 
+TEST_F(ClsactFilterTest, AnInterfaceThatCameBackGetsTheProgramAgain) {
+  sh("ip link add hc2 type veth peer name hc3");
+  program_->apply({}, {"hc2"});
+  EXPECT_TRUE(has_clsact("hc2"));
+  sh("ip link del hc2");  // its peer, qdisc and filter go with it
+  sh("ip link add hc2 type veth peer name hc3");
+  program_->apply({}, {"hc2"});  // what the link watch's rebind does
+  EXPECT_TRUE(has_clsact("hc2"));
+  EXPECT_EQ(ferry_filters("hc2"), 1);
+  program_.reset();
+  EXPECT_FALSE(has_clsact("hc2"));
+  sh("ip link del hc2");
+}
+
 }  // namespace
 }  // namespace ferry::tunnel_check
