@@ -8,12 +8,15 @@ marked down while its own address still answers; restored, it comes back up. Sto
 leaves no clsact qdisc or filter behind; a reload without checks removes the program and one with
 them brings it back; an upgrade hands it to the successor, whose stop removes it."""
 import json
+import os
 
 import pytest
 
 from dsr_lab import (BACKENDS4, BACKENDS6, CLIENT4, CLIENT6, DNS, DsrLab, HTTP, NAMES, VIP4,
                      VIP4B, VIP6, dsr_config)
-from harness import TestFailure, check, check_eq, ok, samples, total, wait_until
+from harness import ControlClient, TestFailure, check, check_eq, ok, samples, total, wait_until
+from test_systemd_unit import (UMEM, ConfinedFerryd, first_error, granted_memlock, service_uid,
+                               unit_caps, unit_settings)
 from upgrade_lab import Lineage, become_subreaper
 
 INTERVAL_MS, TIMEOUT_MS, RISE, FALL = 300, 200, 2, 2
@@ -329,3 +332,59 @@ def test_an_upgrade_hands_the_program_over_and_the_successor_removes_it(lab_and_
     finally:
         lineage.cleanup()
     check_no_clsact(lab, "after the successor's stop")
+
+
+def confined_config(w):
+    """The module's config with the control socket in a directory the service uid owns, as
+    RuntimeDirectory= provides."""
+    uid, gid = service_uid()
+    run_dir = w.file("run-confined")
+    os.makedirs(run_dir, mode=0o750, exist_ok=True)
+    os.chown(run_dir, uid, gid)
+    cfg = dsr_config(w, services=services_config())
+    cfg["control"] = {"socket": os.path.join(run_dir, "ferryd.sock"), "mode": "0660", "group": None}
+    cfg["log"] = {"level": "info"}
+    cfg["xdp"]["umem"] = UMEM  # within the memlock limit the unit may get here
+    return w.write_config(cfg, name="confined.json"), cfg["control"]["socket"]
+
+
+class Control:
+    """request() over a control socket, for rows(), samples() and settle()."""
+
+    def __init__(self, path):
+        self.path = path
+
+    def request(self, cmd, args=None):
+        with ControlClient(self.path) as c:
+            return c.request(cmd, args)
+
+
+def test_the_units_capabilities_suffice_and_without_net_admin_ferryd_says_why(lab_and_daemon):
+    """ferryd as the unit runs it (docs/operations.md, "Capabilities"): its ambient set loads and
+    attaches the tunnel program and marks the checks' sockets; without CAP_NET_ADMIN it does not
+    start, and its first error names the program."""
+    lab, _ = lab_and_daemon
+    _, ambient = unit_caps(unit_settings())
+    cfg_path, sock = confined_config(lab.w)
+    d = ConfinedFerryd(lab.w, lab, cfg_path, ambient, granted_memlock())
+    try:
+        check_eq(d.wait_ready_or_exit(), "ready", f"ferryd with the unit's capabilities:\n{d.log()}")
+        control = Control(sock)
+        settle(control, lambda: all(passing(r) for r in rows(control).values()),
+               "every backend passing, checked by the confined ferryd")
+        check_eq(d.stop(), 0, "the confined ferryd's exit status")
+    finally:
+        d.close()
+    check_no_clsact(lab, "after the confined ferryd's stop")
+    without = [c for c in ambient if c != "CAP_NET_ADMIN"]
+    d = ConfinedFerryd(lab.w, lab, cfg_path, without, granted_memlock())
+    try:
+        state = d.wait_ready_or_exit()
+        check(state != "ready", "ferryd without CAP_NET_ADMIN started")
+        error = first_error(d.log())
+        print(f"without CAP_NET_ADMIN: {error}", flush=True)
+        check("health-check tunnel program" in error and "CAP_NET_ADMIN" in error,
+              f"the first error names the program and the capability: {error}")
+    finally:
+        d.close()
+    check_no_clsact(lab, "after the refused start")
