@@ -22,8 +22,8 @@ void HealthPlane::start(const config::Config& config, handover::OfferPart* hande
       board.set_up(service, *backend, h.value("up", true));
       if (h.value("passed", false)) board.set_passed(service, *backend);
     }
-    for (const json& q : handed->fields.value("tunnel_qdiscs", json::array())) {
-      qdiscs_handed_.insert(q.get<std::string>());
+    for (const json& f : handed->fields.value("tunnel_filters", json::array())) {
+      handed_filters_[f.value("ifname", "")] = f.value("created_qdisc", false);
     }
   }
   ApplyNotes notes;
@@ -35,15 +35,24 @@ void HealthPlane::commit(const config::Config& next, ApplyNotes&) {
   std::set<health::TunnelKey> tunnels = health::tunnel_keys(next.services);
   health::TunnelMarks marks = marks_;
   marks.assign(tunnels);
+  std::set<std::string> interfaces;
   if (!tunnels.empty()) {
     // The tunnels are in the map and the program at egress before any check carries a mark.
     if (!tunnel_) tunnel_ = std::make_unique<tunnel_check::TunnelEncap>(context_.registry);
-    std::vector<std::string> interfaces;
-    for (const auto& i : next.xdp.interfaces) interfaces.push_back(i.name);
+    for (const auto& i : next.xdp.interfaces) interfaces.insert(i.name);
+    std::set<std::string> qdiscs_ours;
+    for (const auto& [name, created] : handed_filters_) {
+      if (created) qdiscs_ours.insert(name);
+    }
     tunnel_->apply(
         tunnel_check::tunnel_entries(marks, next.xdp.encap.value_or(config::EncapConfig{})),
-        interfaces, qdiscs_handed_);
+        {interfaces.begin(), interfaces.end()}, qdiscs_ours);
   }
+  // What the predecessor attached where this ferryd does not: nobody's but ours to remove.
+  for (const auto& [name, created] : handed_filters_) {
+    if (!interfaces.contains(name)) tunnel_check::ClsactFilter::remove_leftover(name, created);
+  }
+  handed_filters_.clear();
   marks_ = std::move(marks);
   std::vector<health::CheckTarget> targets = health::check_targets(next.services, &marks_);
   if (!checker_ && !targets.empty()) {
@@ -73,7 +82,13 @@ void HealthPlane::describe(handover::OfferPart& part) {
                         {"passed", context_.health.state(e.service, e.backend)->passed.load()}});
   }
   part.fields["backends"] = std::move(backends);
-  part.fields["tunnel_qdiscs"] = tunnel_ ? tunnel_->created_qdiscs() : std::vector<std::string>{};
+  json filters = json::array();
+  if (tunnel_) {
+    for (const auto& [name, created] : tunnel_->attachments()) {
+      filters.push_back({{"ifname", name}, {"created_qdisc", created}});
+    }
+  }
+  part.fields["tunnel_filters"] = std::move(filters);
 }
 
 }  // namespace ferry::lifecycle

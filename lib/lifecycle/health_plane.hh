@@ -6,6 +6,7 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <set>
 #include <string>
@@ -40,8 +41,8 @@ class HealthPlane final : public Plane {
     checker_.reset();
     tunnel_.reset();
   }
-  // Each backend's state: up, and whether it ever passed a check; the clsact qdiscs this
-  // ferryd created, which the successor removes at its stop.
+  // Each backend's state: up, and whether it ever passed a check; the tunnel program's
+  // attachments and which clsact qdiscs this ferryd created, for the successor to take or remove.
   void describe(handover::OfferPart& part) override;
   // The checker runs on until the stop: the board it writes is this process's own. The tunnel
   // program's filters are the successor's now (it replaced the program at the same handle).
@@ -61,7 +62,9 @@ class HealthPlane final : public Plane {
   std::unique_ptr<health::HealthChecker> checker_;
   health::TunnelMarks marks_;
   std::unique_ptr<tunnel_check::TunnelEncap> tunnel_;
-  std::set<std::string> qdiscs_handed_;  // created by the ferryd this one took over from
+  // The tunnel program's attachments of the ferryd this one took over from: interface -> whether
+  // that one created its clsact qdisc. Taken (or removed) by the first commit.
+  std::map<std::string, bool> handed_filters_;
 };
 
 }  // namespace ferry::lifecycle

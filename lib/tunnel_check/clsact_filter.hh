@@ -23,10 +23,16 @@ class ClsactFilter {
   ClsactFilter(const ClsactFilter&) = delete;
   ClsactFilter& operator=(const ClsactFilter&) = delete;
 
-  // Attaches again (replacing whatever sits at ferry's handle and priority). Throws.
+  // Attaches again (replacing whatever sits at ferry's handle and priority; creating the qdisc
+  // again if it went). Throws.
   void attach(int prog_fd);
   // Handed over to another ferryd: the destructor leaves the filter and the qdisc.
   void leave() noexcept { left_ = true; }
+
+  // What a predecessor left that this ferryd does not take: ferry's filter at `ifname`'s
+  // egress, and its clsact qdisc when `remove_qdisc` (the predecessor created it). Logs, never
+  // throws.
+  static void remove_leftover(const std::string& ifname, bool remove_qdisc) noexcept;
 
   const std::string& ifname() const { return ifname_; }
   int ifindex() const { return ifindex_; }

@@ -123,6 +123,12 @@ void TunnelEncap::apply(const std::map<std::uint32_t, bpf::ferry_hc_tunnel>& ent
   }
 }
 
+std::vector<std::pair<std::string, bool>> TunnelEncap::attachments() const {
+  std::vector<std::pair<std::string, bool>> out;
+  for (const auto& [name, filter] : filters_) out.emplace_back(name, filter->created_qdisc());
+  return out;
+}
+
 std::vector<std::string> TunnelEncap::created_qdiscs() const {
   std::vector<std::string> out;
   for (const auto& [name, filter] : filters_) {

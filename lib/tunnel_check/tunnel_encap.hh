@@ -40,7 +40,10 @@ class TunnelEncap {
   void apply(const std::map<std::uint32_t, bpf::ferry_hc_tunnel>& entries,
              const std::vector<std::string>& interfaces,
              const std::set<std::string>& qdiscs_ours = {});
-  // The interfaces whose clsact qdisc this ferryd created (for a successor to remove).
+  // The interfaces the program is attached to, each with whether this ferryd (or one it took
+  // over from) created its clsact qdisc: what a successor removes at its stop, or at its start
+  // if it does not attach there.
+  std::vector<std::pair<std::string, bool>> attachments() const;
   std::vector<std::string> created_qdiscs() const;
   // Handed over: the filters and qdiscs stay for the successor, which replaced the program.
   void leave() noexcept;

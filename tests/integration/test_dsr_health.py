@@ -306,7 +306,8 @@ def test_stop_leaves_no_clsact_behind(lab_and_daemon):
 
 def test_an_upgrade_hands_the_program_over_and_the_successor_removes_it(lab_and_daemon):
     """After the module's ferryd stopped: a new one, `ferryctl upgrade`, checks still pass through
-    the successor's program, and its stop removes the qdisc the first one created."""
+    the successor's program; an upgrade to a config without checks removes what the predecessor
+    left; the last stop removes the qdisc."""
     lab, _ = lab_and_daemon
     become_subreaper()
     w = lab.w
@@ -329,6 +330,21 @@ def test_an_upgrade_hands_the_program_over_and_the_successor_removes_it(lab_and_
                "the successor's program carrying checks")
         settle(lineage, lambda: all(passing(r) for r in rows(lineage).values()),
                "every backend passing after the upgrade")
+        # Upgraded to a config without checks, the successor removes what its predecessor left.
+        services = services_config()
+        for svc in services:
+            del svc["health"]
+        w.write_config(dsr_config(w, services=services), name="upgrade.json")
+        old = lineage.pid
+        r = lineage.ferryctl("--json", "upgrade")
+        check_eq(r.returncode, 0, f"ferryctl upgrade without checks ({r.stdout} {r.stderr})")
+        lineage.adopt(json.loads(r.stdout)["new_pid"])
+        lineage.wait_gone(old, 15, "the second ferryd")
+        check_no_clsact(lab, "after an upgrade to a config without checks")
+        # And back: an upgrade to a config with them attaches again, and the stop removes it.
+        w.write_config(dsr_config(w, services=services_config()), name="upgrade.json")
+        ok(lineage.request("reload"), "reload with health")
+        check("ferry_hc_encap" in clsact_state(lab)[1], "the program back after the reload")
     finally:
         lineage.cleanup()
     check_no_clsact(lab, "after the successor's stop")

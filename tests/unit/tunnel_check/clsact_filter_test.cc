@@ -128,6 +128,35 @@ TEST_F(ClsactFilterTest, AQdiscHandedOverIsRemovedByTheSuccessor) {
   EXPECT_FALSE(has_clsact("hc0"));
 }
 
+TEST_F(ClsactFilterTest, ALeftoverTheSuccessorDoesNotTakeIsRemoved) {
+  {
+    ClsactFilter left("hc0", program_->program_fd());
+    left.leave();
+  }
+  sh("tc qdisc add dev hc1 clsact");
+  {
+    ClsactFilter left("hc1", program_->program_fd());
+    left.leave();
+  }
+  ClsactFilter::remove_leftover("hc0", /*remove_qdisc=*/true);  // the predecessor created it
+  ClsactFilter::remove_leftover("hc1", /*remove_qdisc=*/false);
+  ClsactFilter::remove_leftover("nosuch0", true);  // gone: nothing to do, no throw
+  EXPECT_FALSE(has_clsact("hc0"));
+  EXPECT_TRUE(has_clsact("hc1"));
+  EXPECT_EQ(ferry_filters("hc1"), 0);
+  sh("tc qdisc del dev hc1 clsact");
+}
+
+TEST_F(ClsactFilterTest, AttachingAgainBringsBackAQdiscRemovedMeanwhile) {
+  sh("tc qdisc add dev hc1 clsact");
+  ClsactFilter filter("hc1", program_->program_fd());
+  EXPECT_FALSE(filter.created_qdisc());
+  sh("tc qdisc del dev hc1 clsact");
+  filter.attach(program_->program_fd());
+  EXPECT_TRUE(filter.created_qdisc());  // so its teardown removes the one it made
+  EXPECT_EQ(ferry_filters("hc1"), 1);
+}
+
 TEST_F(ClsactFilterTest, AnAttachThatFailsNamesTheInterface) {
   try {
     ClsactFilter filter("nosuch0", program_->program_fd());
