@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -52,21 +53,42 @@ class Check {
   UniqueFd socket_;
 };
 
-// The check `params` describe against `backend`'s address and params.port (else its own port).
-std::unique_ptr<Check> make_check(const config::HealthCheckConfig& params,
-                                  const net::Endpoint& backend);
+// A check of an encapsulating service's backend follows the data path: it goes to the VIP, and
+// its socket's SO_MARK names the backend's tunnel to bpf/ferry_hc.bpf.c, which puts the packets
+// in the outer header the fast path would (tunnel_marks.hh).
+struct TunnelRoute {
+  std::uint32_t mark = 0;
+  net::IpAddress vip;
+  bool operator==(const TunnelRoute&) const = default;
+};
 
-std::unique_ptr<Check> make_tcp_check(const net::Endpoint& target);
-std::unique_ptr<Check> make_udp_check(const net::Endpoint& target,
+// Where a check's socket connects, and the SO_MARK it carries (0: none).
+struct CheckAddress {
+  net::Endpoint endpoint;
+  std::uint32_t mark = 0;
+};
+
+// The check `params` describe against `backend`'s address and params.port (else its own port);
+// with `tunnel`, against the VIP and that port, through the backend's tunnel.
+std::unique_ptr<Check> make_check(const config::HealthCheckConfig& params,
+                                  const net::Endpoint& backend,
+                                  const std::optional<TunnelRoute>& tunnel = std::nullopt);
+// Where that check connects.
+CheckAddress check_address(const config::HealthCheckConfig& params, const net::Endpoint& backend,
+                           const std::optional<TunnelRoute>& tunnel);
+
+std::unique_ptr<Check> make_tcp_check(const CheckAddress& target);
+std::unique_ptr<Check> make_udp_check(const CheckAddress& target,
                                       const config::HealthCheckConfig& params);
-std::unique_ptr<Check> make_dns_check(const net::Endpoint& target,
+std::unique_ptr<Check> make_dns_check(const CheckAddress& target,
                                       const config::HealthCheckConfig& params);
-std::unique_ptr<Check> make_http_check(const net::Endpoint& target,
+std::unique_ptr<Check> make_http_check(const CheckAddress& target,
                                        const config::HealthCheckConfig& params);
 
-// Shared by the types: a non-blocking socket of `type` connecting to `target`; `err` is 0 (done),
-// EINPROGRESS, or why it failed (then the fd may be invalid).
-UniqueFd connect_socket(const net::Endpoint& target, int type, int& err);
+// Shared by the types: a non-blocking socket of `type` connecting to `target` (with its mark);
+// `err` is 0 (done), EINPROGRESS, or why it failed (then the fd may be invalid); `what` names the
+// call that failed ("socket", "SO_MARK", "connect").
+UniqueFd connect_socket(const CheckAddress& target, int type, int& err, const char*& what);
 // "connection refused" for ECONNREFUSED, strerror otherwise.
 std::string describe_errno(int err);
 CheckResult result_of_errno(int err);

@@ -20,8 +20,11 @@ constexpr int kRepliesPerWake = 16;
 
 CheckStep DatagramCheck::start() {
   int err = 0;
-  socket_ = connect_socket(target_, SOCK_DGRAM, err);
-  if (!socket_) return CheckStep::done(CheckResult::error, "socket: " + describe_errno(err));
+  const char* what = "";
+  socket_ = connect_socket(target_, SOCK_DGRAM, err, what);
+  if (!socket_) {
+    return CheckStep::done(CheckResult::error, std::string(what) + ": " + describe_errno(err));
+  }
   if (err != 0) return CheckStep::done(result_of_errno(err), "connect: " + describe_errno(err));
   if (::send(socket_.get(), request_.data(), request_.size(), MSG_DONTWAIT) < 0) {
     err = errno;

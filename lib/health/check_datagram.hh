@@ -12,7 +12,7 @@ namespace ferry::health {
 
 class DatagramCheck : public Check {
  public:
-  DatagramCheck(const net::Endpoint& target, std::string request)
+  DatagramCheck(const CheckAddress& target, std::string request)
       : target_(target), request_(std::move(request)) {}
 
   CheckStep start() override;
@@ -27,7 +27,7 @@ class DatagramCheck : public Check {
   std::string ignored_why_;
 
  private:
-  net::Endpoint target_;
+  CheckAddress target_;
   std::string request_;
 };
 

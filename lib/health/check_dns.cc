@@ -18,7 +18,7 @@ std::string query_of(const config::HealthCheckConfig& params) {
 
 class DnsCheck final : public DatagramCheck {
  public:
-  DnsCheck(const net::Endpoint& target, const config::HealthCheckConfig& params)
+  DnsCheck(const CheckAddress& target, const config::HealthCheckConfig& params)
       : DatagramCheck(target, query_of(params)), rcodes_(params.rcodes) {}
 
  private:
@@ -46,7 +46,7 @@ class DnsCheck final : public DatagramCheck {
 
 }  // namespace
 
-std::unique_ptr<Check> make_dns_check(const net::Endpoint& target,
+std::unique_ptr<Check> make_dns_check(const CheckAddress& target,
                                       const config::HealthCheckConfig& params) {
   return std::make_unique<DnsCheck>(target, params);
 }

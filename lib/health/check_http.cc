@@ -23,9 +23,9 @@ std::string host_of(const net::Endpoint& target, const config::HealthCheckConfig
 
 class HttpCheck final : public Check {
  public:
-  HttpCheck(const net::Endpoint& target, const config::HealthCheckConfig& params)
+  HttpCheck(const CheckAddress& target, const config::HealthCheckConfig& params)
       : target_(target),
-        request_("GET " + params.path + " HTTP/1.1\r\nHost: " + host_of(target, params) +
+        request_("GET " + params.path + " HTTP/1.1\r\nHost: " + host_of(target.endpoint, params) +
                  "\r\nUser-Agent: ferry-health\r\nAccept: */*\r\nConnection: close\r\n\r\n"),
         low_(params.status_low),
         high_(params.status_high) {
@@ -34,8 +34,11 @@ class HttpCheck final : public Check {
 
   CheckStep start() override {
     int err = 0;
-    socket_ = connect_socket(target_, SOCK_STREAM, err);
-    if (!socket_) return CheckStep::done(CheckResult::error, "socket: " + describe_errno(err));
+    const char* what = "";
+    socket_ = connect_socket(target_, SOCK_STREAM, err, what);
+    if (!socket_) {
+      return CheckStep::done(CheckResult::error, std::string(what) + ": " + describe_errno(err));
+    }
     if (err == 0) return send_request();
     if (err != EINPROGRESS) return CheckStep::done(result_of_errno(err), describe_errno(err));
     return CheckStep::wait(EPOLLOUT);
@@ -121,7 +124,7 @@ class HttpCheck final : public Check {
     }
   }
 
-  net::Endpoint target_;
+  CheckAddress target_;
   std::string request_;
   int low_;
   int high_;
@@ -132,7 +135,7 @@ class HttpCheck final : public Check {
 
 }  // namespace
 
-std::unique_ptr<Check> make_http_check(const net::Endpoint& target,
+std::unique_ptr<Check> make_http_check(const CheckAddress& target,
                                        const config::HealthCheckConfig& params) {
   return std::make_unique<HttpCheck>(target, params);
 }

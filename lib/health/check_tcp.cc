@@ -11,12 +11,15 @@ namespace {
 
 class TcpCheck final : public Check {
  public:
-  explicit TcpCheck(const net::Endpoint& target) : target_(target) {}
+  explicit TcpCheck(const CheckAddress& target) : target_(target) {}
 
   CheckStep start() override {
     int err = 0;
-    socket_ = connect_socket(target_, SOCK_STREAM, err);
-    if (!socket_) return CheckStep::done(CheckResult::error, "socket: " + describe_errno(err));
+    const char* what = "";
+    socket_ = connect_socket(target_, SOCK_STREAM, err, what);
+    if (!socket_) {
+      return CheckStep::done(CheckResult::error, std::string(what) + ": " + describe_errno(err));
+    }
     if (err == 0) return CheckStep::done(CheckResult::ok, "connected");
     if (err != EINPROGRESS) return CheckStep::done(result_of_errno(err), describe_errno(err));
     return CheckStep::wait(EPOLLOUT);
@@ -33,12 +36,12 @@ class TcpCheck final : public Check {
   }
 
  private:
-  net::Endpoint target_;
+  CheckAddress target_;
 };
 
 }  // namespace
 
-std::unique_ptr<Check> make_tcp_check(const net::Endpoint& target) {
+std::unique_ptr<Check> make_tcp_check(const CheckAddress& target) {
   return std::make_unique<TcpCheck>(target);
 }
 

@@ -8,7 +8,7 @@ namespace {
 
 class UdpCheck final : public DatagramCheck {
  public:
-  UdpCheck(const net::Endpoint& target, const config::HealthCheckConfig& params)
+  UdpCheck(const CheckAddress& target, const config::HealthCheckConfig& params)
       : DatagramCheck(target, params.send), expect_(params.expect) {}
 
  private:
@@ -28,7 +28,7 @@ class UdpCheck final : public DatagramCheck {
 
 }  // namespace
 
-std::unique_ptr<Check> make_udp_check(const net::Endpoint& target,
+std::unique_ptr<Check> make_udp_check(const CheckAddress& target,
                                       const config::HealthCheckConfig& params) {
   return std::make_unique<UdpCheck>(target, params);
 }

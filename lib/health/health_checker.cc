@@ -45,11 +45,18 @@ struct HealthChecker::Probe {
   std::uint64_t token = 0;
 };
 
-std::vector<CheckTarget> check_targets(std::span<const config::ServiceConfig> services) {
+std::vector<CheckTarget> check_targets(std::span<const config::ServiceConfig> services,
+                                       const TunnelMarks* marks) {
   std::vector<CheckTarget> targets;
   for (const auto& s : services) {
     if (!s.health || s.mode != config::ServiceMode::proxy) continue;
-    for (const auto& b : s.backends) targets.push_back({s.name, b, *s.health});
+    for (const auto& b : s.backends) {
+      CheckTarget t{s.name, b, *s.health, std::nullopt};
+      if (marks && s.forwarding != config::Forwarding::nat) {
+        if (auto mark = marks->mark_of({s.forwarding, b.address})) t.tunnel = {*mark, s.vip};
+      }
+      targets.push_back(std::move(t));
+    }
   }
   return targets;
 }
@@ -79,7 +86,9 @@ HealthChecker::HealthChecker(HealthBoard& board, HealthCheckerOptions options)
   }
 }
 
-HealthChecker::~HealthChecker() { stop(); }
+HealthChecker::~HealthChecker() {
+  stop();
+}
 
 void HealthChecker::start() {
   std::lock_guard lock(control_mutex_);
@@ -157,6 +166,14 @@ void HealthChecker::publish(const Probe& probe) {
   views_[{probe.target.service, probe.backend_text}] = probe.view;
 }
 
+void HealthChecker::describe_target(Probe& p) {
+  const CheckTarget& t = p.target;
+  p.view.type = t.params.type;
+  CheckAddress address = check_address(t.params, t.backend, t.tunnel);
+  p.view.target = address.endpoint;
+  p.view.tunnel_mark = t.tunnel ? std::optional(address.mark) : std::nullopt;
+}
+
 void HealthChecker::apply_targets(std::vector<CheckTarget> targets) {
   auto now = Clock::now();
   std::map<Key, CheckTarget> next;
@@ -191,7 +208,8 @@ void HealthChecker::apply_targets(std::vector<CheckTarget> targets) {
       auto sooner = now + milliseconds(target.params.interval_ms);
       if (!p.check && p.due > sooner) p.due = sooner;
       p.target = std::move(target);
-      p.view.type = p.target.params.type;
+      describe_target(p);
+      publish(p);
       continue;
     }
     auto p = std::make_unique<Probe>();
@@ -199,9 +217,10 @@ void HealthChecker::apply_targets(std::vector<CheckTarget> targets) {
     p->backend_text = key.second;
     p->view.service = p->target.service;
     p->view.backend = p->target.backend;
-    p->view.type = p->target.params.type;
+    describe_target(*p);
     board_.set_checked(p->target.service, p->target.backend, true);
-    p->view.up = board_.state(p->target.service, p->target.backend)->up.load(std::memory_order_relaxed);
+    p->view.up =
+        board_.state(p->target.service, p->target.backend)->up.load(std::memory_order_relaxed);
     // A random phase within the first interval, so backends configured together are not checked
     // in lockstep.
     p->due = now + milliseconds(random_below(p->target.params.interval_ms));
@@ -214,7 +233,7 @@ void HealthChecker::apply_targets(std::vector<CheckTarget> targets) {
 void HealthChecker::launch(Probe& p, Clock::time_point now) {
   p.started = now;
   p.deadline = now + milliseconds(p.target.params.timeout_ms);
-  p.check = make_check(p.target.params, p.target.backend);
+  p.check = make_check(p.target.params, p.target.backend, p.target.tunnel);
   CheckStep step = p.check->start();
   if (step.finished()) {
     finish(p, step.outcome.result, std::move(step.outcome.reason), now);

@@ -22,6 +22,7 @@
 #include "lib/config/config.hh"
 #include "lib/health/check.hh"
 #include "lib/health/health_board.hh"
+#include "lib/health/tunnel_marks.hh"
 
 namespace ferry::health {
 
@@ -30,12 +31,15 @@ struct CheckTarget {
   std::string service;
   net::Endpoint backend;
   config::HealthCheckConfig params;
+  std::optional<TunnelRoute> tunnel;  // an encapsulating service's: checked through the tunnel
   bool operator==(const CheckTarget&) const = default;
 };
 
 // Every backend of every proxy-mode service that has a `health` object, checked as its `type`
-// says (a UDP-only service may keep the default tcp check; see docs/health.md).
-std::vector<CheckTarget> check_targets(std::span<const config::ServiceConfig> services);
+// says (a UDP-only service may keep the default tcp check; see docs/health.md). With `marks`, a
+// backend of an encapsulating service is checked through its tunnel (the VIP, with its mark).
+std::vector<CheckTarget> check_targets(std::span<const config::ServiceConfig> services,
+                                       const TunnelMarks* marks = nullptr);
 // Every (service, backend) pair the config names, for HealthBoard::retain.
 std::vector<std::pair<std::string, net::Endpoint>> configured_backends(
     std::span<const config::ServiceConfig> services);
@@ -49,10 +53,14 @@ inline constexpr std::array<double, 14> kCheckDurationBounds = {
 struct BackendHealth {
   std::string service;
   net::Endpoint backend;
-  bool up = true;                        // as on the board: whether traffic may go to it
+  bool up = true;  // as on the board: whether traffic may go to it
   std::uint32_t consecutive_failures = 0;
   std::uint32_t consecutive_successes = 0;
   config::HealthCheckType type = config::HealthCheckType::tcp;
+  // Where its checks connect: the backend's address and port (or `port`), or for an
+  // encapsulating service the VIP, through the tunnel its mark names.
+  net::Endpoint target;
+  std::optional<std::uint32_t> tunnel_mark;
   std::optional<std::string> last_error;  // reason of the last failed check, kept after recovery
   std::optional<CheckResult> last_result;
   std::string last_reason;  // of the last check: "connected", "status 503", "rcode SERVFAIL"
@@ -112,6 +120,8 @@ class HealthChecker {
   // `interval` spread by up to 10% either way.
   std::chrono::milliseconds jittered(std::chrono::milliseconds interval);
   void publish(const Probe& probe);
+  // Sets the probe's view of its type and of where its checks go.
+  void describe_target(Probe& probe);
 
   HealthBoard& board_;
   HealthCheckerOptions options_;

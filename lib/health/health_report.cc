@@ -31,6 +31,8 @@ nlohmann::json backend_health_json(const HealthBoard::Entry& entry, const Backen
               {"checked", entry.checked && checked != nullptr}};
   if (!checked) return out;
   out["check"] = config::to_string(checked->type);
+  out["check_target"] = checked->target.to_string();
+  out["tunnel_mark"] = checked->tunnel_mark ? json(*checked->tunnel_mark) : json();
   out["last_result"] =
       checked->last_result ? json(std::string(to_string(*checked->last_result))) : json();
   out["last_reason"] = checked->last_result ? json(checked->last_reason) : json();

@@ -134,7 +134,7 @@ BackendHealth run_checks(const config::HealthCheckConfig& params, const net::End
                          std::uint64_t count = 3) {
   HealthBoard board;
   HealthChecker checker(board);
-  checker.set_targets({{"svc", backend, params}});
+  checker.set_targets({{"svc", backend, params, {}}});
   checker.start();
   auto finished = [&] {
     auto s = checker.snapshot();
@@ -361,7 +361,7 @@ TEST(HealthReport, ShowsTheCheckTypeReasonAndADurationHistogram) {
                         http_server([](const std::string&) { return status_response(503); }));
   HealthBoard board;
   HealthChecker checker(board);
-  checker.set_targets({{"web", server.endpoint(), fast(config::HealthCheckType::http)}});
+  checker.set_targets({{"web", server.endpoint(), fast(config::HealthCheckType::http), {}}});
   checker.start();
   ASSERT_TRUE(
       eventually([&] { return count_of(checker.snapshot().at(0), CheckResult::error) >= 2; }));

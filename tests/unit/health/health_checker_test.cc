@@ -99,7 +99,7 @@ TEST(HealthChecker, ListeningBackendStaysUpAndCountsOkChecks) {
   HealthChecker checker(board);
   Recorder recorder;
   recorder.attach(board, checker);
-  checker.set_targets({{"web", port.endpoint(), params(20, 15, 2, 3)}});
+  checker.set_targets({{"web", port.endpoint(), params(20, 15, 2, 3), {}}});
   checker.start();
   ASSERT_TRUE(eventually([&] { return checks(checker, port.endpoint(), CheckResult::ok) >= 5; }));
   checker.stop();
@@ -122,7 +122,7 @@ TEST(HealthChecker, ClosedPortGoesDownAfterExactlyFallChecksAndUpAfterExactlyRis
   Recorder recorder;
   recorder.attach(board, checker);
   auto flag = board.state("web", port.endpoint());
-  checker.set_targets({{"web", port.endpoint(), params(20, 15, 2, 3)}});
+  checker.set_targets({{"web", port.endpoint(), params(20, 15, 2, 3), {}}});
   checker.start();
   // The board flips the flag before it calls its listeners: await what is checked, the listener.
   ASSERT_TRUE(eventually([&] { return !recorder.heard().empty(); }));
@@ -179,8 +179,8 @@ TEST(HealthChecker, ChecksIpv6BackendsToo) {
   LoopbackPort dead("[::1]:0");
   HealthBoard board;
   HealthChecker checker(board);
-  checker.set_targets({{"web6", alive.endpoint(), params(20, 15, 1, 1)},
-                       {"web6", dead.endpoint(), params(20, 15, 1, 1)}});
+  checker.set_targets({{"web6", alive.endpoint(), params(20, 15, 1, 1), {}},
+                       {"web6", dead.endpoint(), params(20, 15, 1, 1), {}}});
   checker.start();
   auto dead_flag = board.state("web6", dead.endpoint());
   ASSERT_TRUE(eventually([&] { return !dead_flag->up.load(); }));
@@ -195,7 +195,7 @@ TEST(HealthChecker, FullAcceptQueueTimesOut) {
   UniqueFd filler = fill_accept_queue(port);
   HealthBoard board;
   HealthChecker checker(board);
-  checker.set_targets({{"web", port.endpoint(), params(50, 30, 1, 1)}});
+  checker.set_targets({{"web", port.endpoint(), params(50, 30, 1, 1), {}}});
   checker.start();
   auto flag = board.state("web", port.endpoint());
   ASSERT_TRUE(eventually([&] { return !flag->up.load(); }));
@@ -223,7 +223,7 @@ TEST(HealthChecker, StopClosesChecksInFlight) {
     HealthBoard board;
     HealthChecker checker(board);
     // Long timeout: the first check is still in flight when the checker stops.
-    checker.set_targets({{"web", port.endpoint(), params(10, 5000 - 1, 1, 1)}});
+    checker.set_targets({{"web", port.endpoint(), params(10, 5000 - 1, 1, 1), {}}});
     EXPECT_EQ(open_fds(), before + 2);  // epoll and eventfd
     checker.start();
     ASSERT_TRUE(eventually([&] { return open_fds() == before + 3; }));  // the check's socket
@@ -240,15 +240,15 @@ TEST(HealthChecker, SetTargetsKeepsStayingBackendsAndReleasesDroppedOnes) {
   HealthBoard board;
   HealthChecker checker(board);
   checker.start();
-  checker.set_targets({{"web", alive.endpoint(), params(20, 15, 1, 1)},
-                       {"web", dead.endpoint(), params(20, 15, 1, 1)}});
+  checker.set_targets({{"web", alive.endpoint(), params(20, 15, 1, 1), {}},
+                       {"web", dead.endpoint(), params(20, 15, 1, 1), {}}});
   auto dead_flag = board.state("web", dead.endpoint());
   ASSERT_TRUE(eventually([&] { return !dead_flag->up.load(); }));
   ASSERT_TRUE(eventually([&] { return checks(checker, alive.endpoint(), CheckResult::ok) >= 2; }));
   auto ok_before = checks(checker, alive.endpoint(), CheckResult::ok);
 
   // The dead backend's checks are removed (the service keeps it, now unchecked): it serves again.
-  checker.set_targets({{"web", alive.endpoint(), params(30, 15, 1, 1)}});
+  checker.set_targets({{"web", alive.endpoint(), params(30, 15, 1, 1), {}}});
   EXPECT_TRUE(dead_flag->up.load());
   EXPECT_FALSE(dead_flag->checked.load());
   EXPECT_FALSE(view_of(checker, dead.endpoint()));
@@ -264,7 +264,7 @@ TEST(HealthReport, ShowsStatesStreaksAndMetricsOfCheckedAndUncheckedBackends) {
   HealthBoard board;
   board.state("dns", *net::Endpoint::parse("10.0.0.9:53"));  // configured, unchecked
   HealthChecker checker(board);
-  checker.set_targets({{"web", dead.endpoint(), params(20, 15, 1, 1)}});
+  checker.set_targets({{"web", dead.endpoint(), params(20, 15, 1, 1), {}}});
   checker.start();
   ASSERT_TRUE(eventually([&] { auto v = view_of(checker, dead.endpoint()); return v && v->went_down == 1; }));
   checker.stop();
@@ -303,6 +303,25 @@ TEST(HealthReport, ShowsStatesStreaksAndMetricsOfCheckedAndUncheckedBackends) {
   EXPECT_GE(down["consecutive_failures"].get<int>(), 1);
   EXPECT_EQ(down["last_error"], "connection refused");
   EXPECT_GE(down["checks"]["refused"].get<int>(), 1);
+}
+
+TEST(HealthReport, ATunneledBackendShowsTheVipItsChecksGoToAndItsMark) {
+  HealthBoard board;
+  HealthChecker checker(board);  // not started: nothing is checked, the views are set
+  net::Endpoint backend = *net::Endpoint::parse("10.0.1.7:80");
+  config::HealthCheckConfig tunneled = params(1000, 500, 1, 1);
+  tunneled.port = 8080;
+  checker.set_targets({{"web", backend, tunneled,
+                        TunnelRoute{0x66650002, *net::IpAddress::parse("192.0.2.10")}},
+                       {"plain", backend, params(1000, 500, 1, 1), {}}});
+  auto status = health_status(board, &checker);
+  ASSERT_EQ(status["backends"].size(), 2u);
+  const auto& plain = status["backends"][0];
+  EXPECT_EQ(plain["check_target"], "10.0.1.7:80");
+  EXPECT_TRUE(plain["tunnel_mark"].is_null());
+  const auto& web = status["backends"][1];
+  EXPECT_EQ(web["check_target"], "192.0.2.10:8080");
+  EXPECT_EQ(web["tunnel_mark"], 0x66650002);
 }
 
 TEST(HealthChecks, TargetsAreTheBackendsOfProxyServicesWithHealth) {
