@@ -70,7 +70,7 @@ std::shared_ptr<const ConfigTables> build_config_tables(const config::Config& co
   packet::RouteTable routes = packet::RouteTable::build(
       config.routes, [&layout](std::string_view name) { return layout.slot_of(name); });
   return std::make_shared<const ConfigTables>(
-      ConfigTables{std::move(services), std::move(routes), config.xdp.encap});
+      ConfigTables{std::move(services), std::move(routes), config.xdp.encap, BackendSlotLease()});
 }
 
 UniqueFd dup_map_fd(int fd, const char* what) {
