@@ -33,16 +33,22 @@ std::string text_of(const json& object, const char* key) {
   return format_value(*it);
 }
 
-// UDP on the fast path: the XDP program counts each service's frames to its VIP and its
-// backends' replies. Drops are the fast path's, not a service's (see TopView::fastpath_drops).
-TopFigures udp_figures(const StatsIndex& stats, const std::string& service) {
+// The fast path: the XDP program counts each service's frames to its VIP and its backends'
+// replies, the workers what they sent to each backend and on from it (`family` ..._packets_total
+// and ..._bytes_total, `match` the service or the backend). An encapsulating service's backends
+// answer the clients directly: nothing comes back, and "out" has no counter. Drops are the fast
+// path's, not a service's (see TopView::fastpath_drops).
+TopFigures fastpath_figures(const StatsIndex& stats, const std::string& family, LabelMatch match,
+                            bool encapsulates) {
   TopFigures f;
-  LabelMatch in{{"service", service}, {"direction", "in"}};
-  LabelMatch out{{"service", service}, {"direction", "out"}};
-  f.in_pps = stats.rate("ferry_xdp_service_packets_total", in);
-  f.in_bps = bits(stats.rate("ferry_xdp_service_bytes_total", in));
-  f.out_pps = stats.rate("ferry_xdp_service_packets_total", out);
-  f.out_bps = bits(stats.rate("ferry_xdp_service_bytes_total", out));
+  LabelMatch in = match, out = std::move(match);
+  in.emplace_back("direction", "in");
+  out.emplace_back("direction", "out");
+  f.in_pps = stats.rate(family + "_packets_total", in);
+  f.in_bps = bits(stats.rate(family + "_bytes_total", in));
+  if (encapsulates) return f;
+  f.out_pps = stats.rate(family + "_packets_total", out);
+  f.out_bps = bits(stats.rate(family + "_bytes_total", out));
   return f;
 }
 
@@ -137,17 +143,28 @@ TopView build_top_view(const json& services_result, const StatsIndex& stats, Top
     if (paths == service.end() || !paths->is_object()) continue;
     const std::string name = text_of(service, "name");
     const bool reflect = text_of(service, "mode") == "reflect";
+    // Direct server return: the fast path balances both protocols per packet, and counts them
+    // together (per service and per backend): one row for both.
+    const std::string forwarding = text_of(service, "forwarding");  // "-" from an older ferryd
+    const bool encapsulates = forwarding != "nat" && forwarding != "-";
+    std::vector<std::string> protocols;
     for (const char* protocol : {"udp", "tcp"}) {
-      if (!paths->contains(protocol)) continue;
+      if (paths->contains(protocol)) protocols.emplace_back(protocol);
+    }
+    if (encapsulates && protocols.size() == 2) protocols = {"udp,tcp"};
+    for (const std::string& protocol : protocols) {
       TopRow row;
       row.service = name;
       row.protocol = protocol;
       row.endpoint = endpoint_of(service);
-      row.path = text_of(*paths, protocol);
+      row.path = text_of(*paths, protocol == "udp,tcp" ? "udp" : protocol.c_str());
       if (reflect) row.path += " reflect";
+      if (encapsulates) row.path += " " + forwarding;
       const bool proxied = row.path == "proxy";
-      if (row.protocol == "udp") {
-        row.figures = udp_figures(stats, name);
+      const bool fastpath = protocol == "udp" || encapsulates;
+      if (fastpath) {
+        row.figures =
+            fastpath_figures(stats, "ferry_xdp_service", {{"service", name}}, encapsulates);
       } else if (proxied) {
         row.figures = proxy_figures(stats, name);
       } else {
@@ -166,7 +183,13 @@ TopView build_top_view(const json& services_result, const StatsIndex& stats, Top
           bool up = b.contains("up") ? b["up"] == true : backend.state == "up";
           if (b.value("checked", true) == false && up) backend.state = "unchecked";
           if (up) ++*row.backends_up;
-          if (proxied) backend.figures = proxy_backend_figures(stats, name, backend.address);
+          if (proxied) {
+            backend.figures = proxy_backend_figures(stats, name, backend.address);
+          } else if (fastpath && !reflect) {
+            backend.figures =
+                fastpath_figures(stats, "ferry_xsk_backend",
+                                 {{"service", name}, {"backend", backend.address}}, encapsulates);
+          }
           row.backends.push_back(std::move(backend));
         }
       }

@@ -32,9 +32,12 @@ struct TopBackend {
 
 struct TopRow {
   std::string service;
-  std::string protocol;  // udp, tcp
+  // udp, tcp; "udp,tcp" for an encapsulating service that takes both (counted together)
+  std::string protocol;
   std::string endpoint;  // VIP:PORT ([v6]:PORT)
-  std::string path;      // fastpath, proxy, echo; "fastpath reflect" for a reflect service
+  // fastpath, proxy, echo; "fastpath reflect" for a reflect service, "fastpath ipip" / "fastpath
+  // gue" for an encapsulating one (direct server return)
+  std::string path;
   std::optional<int> backends_up, backends_total;  // empty for a service without backends
   TopFigures figures;
   std::vector<TopBackend> backends;

@@ -96,6 +96,7 @@ FrameOutcome encapsulate_to(packet::FrameBytes frame, packet::ParsedPacket& p,
   EncapPath path = path_of(kind, outer_v6);
   sinks.counters.encapsulated_packets[static_cast<std::size_t>(path)].add();
   sinks.counters.encapsulated_bytes[static_cast<std::size_t>(path)].add(inner_bytes);
+  sinks.to_backend(service.counter_slot(b), inner_bytes);
   o.front = hop.headroom - e.frame_offset;
   o.length = e.frame_bytes;
   return o;

@@ -42,15 +42,16 @@ void raise_tx_budget(const xsk::XskSocket& socket, std::uint32_t tx_entries) {
 constexpr auto kStaleRefreshPeriod = std::chrono::seconds(30);
 
 // `previous`: the tables these replace (null at start), whose unchanged Maglev tables are kept;
+// `slots`: where the backends' counter slots come from (null: not counted per backend);
 // `check_only`: the tables are only checked (no Maglev table filled).
-std::shared_ptr<const ConfigTables> build_config_tables(const config::Config& config,
-                                                        const FastpathLayout& layout,
-                                                        const FastpathHooks& hooks,
-                                                        const ConfigTables* previous = nullptr,
-                                                        bool check_only = false) {
+std::shared_ptr<const ConfigTables> build_config_tables(
+    const config::Config& config, const FastpathLayout& layout, const FastpathHooks& hooks,
+    BackendSlots* slots, const ConfigTables* previous = nullptr, bool check_only = false) {
   packet::ServiceTableOptions options;
   if (previous != nullptr) options.previous = &previous->services;
   options.check_only = check_only;
+  BackendSlotLease lease = slots ? slots->lease() : BackendSlotLease();
+  if (slots) take_counter_slots(options, lease);
   if (hooks.backend_up) {
     options.backend_up = [&hooks](const config::ServiceConfig& s, const net::Endpoint& b) {
       return hooks.backend_up(s.name, b);
@@ -69,8 +70,14 @@ std::shared_ptr<const ConfigTables> build_config_tables(const config::Config& co
   packet::ServiceTable services = packet::build_service_table(config.services, options);
   packet::RouteTable routes = packet::RouteTable::build(
       config.routes, [&layout](std::string_view name) { return layout.slot_of(name); });
+  if (lease.uncounted() > 0) {
+    log::warning(
+        "services: {} backends past the fast path's {} per-backend counter slots are not counted "
+        "per backend (ferry_xsk_backend_*_total); they take traffic as the others do",
+        lease.uncounted(), slots->capacity());
+  }
   return std::make_shared<const ConfigTables>(
-      ConfigTables{std::move(services), std::move(routes), config.xdp.encap});
+      ConfigTables{std::move(services), std::move(routes), config.xdp.encap, std::move(lease)});
 }
 
 UniqueFd dup_map_fd(int fd, const char* what) {
@@ -124,7 +131,7 @@ void FastpathPlane::check_tables(const config::Config& config) {
     port.ifname = iface.name;
     names.ports.push_back(std::move(port));
   }
-  build_config_tables(config, names, {}, nullptr, true);
+  build_config_tables(config, names, {}, nullptr, nullptr, true);
 }
 
 FastpathPlane::FastpathPlane(boost::asio::io_context& io, metrics::Registry& registry,
@@ -153,7 +160,7 @@ FastpathPlane::FastpathPlane(Unbound, boost::asio::io_context& io, metrics::Regi
       hooks_(std::move(hooks)),
       ifslots_fd_(dup_map_fd(maps.ifslots, "ifslots")),
       xsks_fd_(dup_map_fd(maps.xsks, "xsks")),
-      config_tables_(build_config_tables(config, layout_, hooks_)),
+      config_tables_(build_config_tables(config, layout_, hooks_, &backend_slots_)),
       wake_fd_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)),
       resolve_wait_(io),
       housekeeping_timer_(io) {
@@ -382,7 +389,7 @@ bool FastpathPlane::serves_layout_of(const config::XdpConfig& xdp) const {
 }
 
 void FastpathPlane::apply(const config::Config& config) {
-  auto tables = build_config_tables(config, layout_, hooks_, config_tables_.get());
+  auto tables = build_tables(config);
   config_ = config;
   config_tables_ = tables;
   publish(std::move(tables), watch_->tables());
@@ -390,9 +397,33 @@ void FastpathPlane::apply(const config::Config& config) {
 
 void FastpathPlane::refresh_backends() {
   // The running config built once already, so only the hook's answers differ.
-  auto tables = build_config_tables(config_, layout_, hooks_, config_tables_.get());
+  auto tables = build_tables(config_);
   config_tables_ = tables;
   publish(std::move(tables), watch_->tables());
+}
+
+std::shared_ptr<const ConfigTables> FastpathPlane::build_tables(const config::Config& config) {
+  auto tables = build_config_tables(config, layout_, hooks_, &backend_slots_, config_tables_.get());
+  // A slot free again counted for another backend, and no worker counts into it now: what it
+  // holds is where the new backend's counters start.
+  for (std::uint32_t slot : tables->backend_slots.reused()) {
+    if (backend_base_.size() <= slot) backend_base_.resize(slot + 1);
+    backend_base_[slot] = backend_totals(slot, {});
+  }
+  return tables;
+}
+
+BackendTotals FastpathPlane::backend_totals(std::uint32_t slot, const BackendTotals& base) const {
+  BackendTotals sum;
+  for (const WorkerThread& t : workers_) {
+    const BackendTraffic& c = t.worker->backend_counters()[slot];
+    sum.in_packets += c.in_packets.value();
+    sum.in_bytes += c.in_bytes.value();
+    sum.out_packets += c.out_packets.value();
+    sum.out_bytes += c.out_bytes.value();
+  }
+  return {sum.in_packets - base.in_packets, sum.in_bytes - base.in_bytes,
+          sum.out_packets - base.out_packets, sum.out_bytes - base.out_bytes};
 }
 
 void FastpathPlane::publish(std::shared_ptr<const ConfigTables> config,
@@ -478,6 +509,10 @@ void FastpathPlane::housekeeping() {
   auto now = std::chrono::steady_clock::now();
   drain_resolutions();
   board_->reclaim();
+  // Backends a reload left without a counter slot get one once the tables it replaced are freed.
+  if (config_tables_->backend_slots.uncounted() > 0 && backend_slots_.free() > 0) {
+    refresh_backends();
+  }
   if (now >= next_stale_refresh_) {
     watch_->refresh_stale();
     next_stale_refresh_ = now + kStaleRefreshPeriod;

@@ -149,6 +149,11 @@ class FastpathPlane {
   void drain_resolutions();
   void arm_resolve_wait();
   void collect(metrics::SnapshotBuilder& out) const;
+  // The tables for `config` (apply, refresh_backends), the start of reused counter slots noted.
+  std::shared_ptr<const ConfigTables> build_tables(const config::Config& config);
+  // What the workers counted into per-backend counter slot `slot`, less `base`.
+  BackendTotals backend_totals(std::uint32_t slot, const BackendTotals& base) const;
+  void collect_backends(metrics::SnapshotBuilder& out) const;
 
   boost::asio::io_context& io_;
   metrics::Registry& registry_;
@@ -158,6 +163,9 @@ class FastpathPlane {
   FastpathHooks hooks_;
   UniqueFd ifslots_fd_;
   UniqueFd xsks_fd_;
+  BackendSlots backend_slots_;  // before the tables, which hold leases of it
+  // By counter slot: the workers' totals when the slot was last reused (BackendSlotLease::reused).
+  std::vector<BackendTotals> backend_base_;
   std::shared_ptr<const ConfigTables> config_tables_;
   std::unique_ptr<NextHopWatch> watch_;
   std::unique_ptr<SnapshotBoard> board_;

@@ -94,6 +94,19 @@ constexpr FamilyHelp kFamilies[] = {
     {"ferry_xsk_flow_evictions_total",
      "Live flow entries displaced by a new flow because their bucket was full.", Type::counter},
     {"ferry_xsk_flow_expiries_total", "Flow entries freed after the idle timeout.", Type::counter},
+    {"ferry_xsk_backend_packets_total",
+     "Frames the workers sent to each backend (in: requests, their fragments, ICMP errors about "
+     "its replies) and sent on from it (out: its replies, nat services only), summed over workers.",
+     Type::counter},
+    {"ferry_xsk_backend_bytes_total",
+     "IP bytes of those frames (of the inner packet, for an encapsulated one).", Type::counter},
+    {"ferry_xsk_backend_slots",
+     "Per-backend counter slots of each worker in use (held by a live table) and free.",
+     Type::gauge},
+    {"ferry_xsk_backends_uncounted",
+     "Backends of the running tables without a per-backend counter slot: more (service, backend) "
+     "pairs than slots.",
+     Type::gauge},
     {"ferry_xsk_table_generation", "Generation of the tables last published to the workers.",
      Type::gauge},
     {"ferry_xsk_socket_info", "1 per AF_XDP socket, with how it is bound.", Type::gauge},
@@ -248,6 +261,7 @@ void FastpathPlane::collect(metrics::SnapshotBuilder& out) const {
       gauge("ferry_xsk_frames", {{"queue", queue}, {"where", where}}, static_cast<double>(v));
     }
   }
+  collect_backends(out);
   gauge("ferry_xsk_table_generation", {}, static_cast<double>(board_->generation()));
   auto tables = watch_->tables();
   gauge("ferry_xsk_neighbours", {}, static_cast<double>(tables->neighbours.size()));
@@ -265,6 +279,37 @@ void FastpathPlane::collect(metrics::SnapshotBuilder& out) const {
   for (const auto& [kind, v] : events) {
     counter("ferry_xsk_netlink_events_total", {{"kind", kind}}, v);
   }
+}
+
+void FastpathPlane::collect_backends(metrics::SnapshotBuilder& out) const {
+  auto counter = [&out](const char* name, metrics::Labels labels, std::uint64_t v) {
+    out.counter(name, help_of(name), std::move(labels), static_cast<double>(v));
+  };
+  for (const packet::Service& service : config_tables_->services.services()) {
+    for (std::size_t b = 0; b < service.backends.size(); ++b) {
+      std::uint32_t slot = service.counter_slot(b);
+      if (slot == packet::kNoCounterSlot) continue;
+      BackendTotals t =
+          backend_totals(slot, slot < backend_base_.size() ? backend_base_[slot] : BackendTotals{});
+      std::string backend = service.backends[b].to_string();
+      auto labels = [&](const char* direction) {
+        return metrics::Labels{
+            {"service", service.name}, {"backend", backend}, {"direction", direction}};
+      };
+      counter("ferry_xsk_backend_packets_total", labels("in"), t.in_packets);
+      counter("ferry_xsk_backend_bytes_total", labels("in"), t.in_bytes);
+      // Replies of an encapsulating service's backends go to the clients directly.
+      if (service.encapsulates()) continue;
+      counter("ferry_xsk_backend_packets_total", labels("out"), t.out_packets);
+      counter("ferry_xsk_backend_bytes_total", labels("out"), t.out_bytes);
+    }
+  }
+  auto gauge = [&out](const char* name, metrics::Labels labels, double v) {
+    out.gauge(name, help_of(name), std::move(labels), v);
+  };
+  gauge("ferry_xsk_backend_slots", {{"state", "used"}}, backend_slots_.used());
+  gauge("ferry_xsk_backend_slots", {{"state", "free"}}, backend_slots_.free());
+  gauge("ferry_xsk_backends_uncounted", {}, config_tables_->backend_slots.uncounted());
 }
 
 void FastpathPlane::annotate_status(nlohmann::json& xdp_status) const {

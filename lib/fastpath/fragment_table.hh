@@ -43,6 +43,10 @@ struct FragmentDecision {
   FragmentRewrite rewrite = FragmentRewrite::none;
   std::array<std::uint8_t, 16> address{};
   std::uint32_t port = 0;  // reflect: the slot of the port the first fragment came in on
+  // destination (to a backend), source (its reply): the backend's per-backend counter slot,
+  // valid under the tables of build `tables_serial` only (a slot may change hands at a reload).
+  std::uint32_t counter_slot = ~0u;  // packet::kNoCounterSlot: none
+  std::uint64_t tables_serial = 0;
 };
 
 // What record() makes of a fragment.

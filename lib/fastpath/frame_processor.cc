@@ -116,13 +116,26 @@ Acted act(packet::FrameBytes frame, packet::ParsedPacket& p, const Snapshot& s,
   if (match.kind == packet::MatchKind::to_service && match.service->encapsulates()) {
     return {FrameOutcome::dropped(Drop::unexpected)};
   }
+  std::uint32_t counter_slot = packet::kNoCounterSlot;
   if (match.kind != packet::MatchKind::none) {
     // Requests go where RequestChooser says; replies never ask. Balanced traffic leaves by the
     // kernel's route to the rewritten destination.
     KernelNextHop next_hop{s, sinks, missed, mtu, frame};
-    o = outcome(
-        packet::balance(frame, p, match, RequestChooser{frame, tables, sinks, flows}, next_hop),
-        missed);
+    std::uint16_t chosen = packet::MaglevTable::kNoBackend;
+    auto choose = [&chosen, request = RequestChooser{frame, tables, sinks, flows}](
+                      const packet::Service& service, const packet::ParsedPacket& q) {
+      return chosen = request(service, q);
+    };
+    o = outcome(packet::balance(frame, p, match, choose, next_hop), missed);
+    if (o.fate != Fate::drop) {
+      if (match.kind == packet::MatchKind::to_service) {
+        counter_slot = match.service->counter_slot(chosen);
+        sinks.to_backend(counter_slot, p.l3_bytes);
+      } else {
+        counter_slot = match.service->counter_slot(match.backend);
+        sinks.from_backend(counter_slot, p.l3_bytes);
+      }
+    }
   } else if (const packet::RouteEntry* route = tables.routes.lookup(p)) {
     ConfiguredNextHop next_hop{s, *route, sinks, missed, mtu, frame};
     o = outcome(packet::route_via(frame, p, next_hop), missed);
@@ -140,7 +153,7 @@ Acted act(packet::FrameBytes frame, packet::ParsedPacket& p, const Snapshot& s,
     return {o, mtu.too_big_mtu};
   }
   if (o.fate != Fate::drop) o.fragment_mtu = mtu.fragment_mtu;
-  return {o};
+  return {o, 0, counter_slot};
 }
 
 FrameOutcome send_generated(packet::FrameBytes frame, const packet::ParsedPacket& p,

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 
+#include "lib/fastpath/backend_counters.hh"
 #include "lib/fastpath/flow_table.hh"
 #include "lib/fastpath/fragment_table.hh"
 #include "lib/fastpath/resolution_queue.hh"
@@ -59,10 +60,21 @@ struct FrameOutcome {
 };
 
 // What process_frame reports besides the outcome: next hops to resolve go to the worker's
-// resolution queue, and what happened (requests, finished checksums) to its counters.
+// resolution queue, what happened (requests, finished checksums) to its counters, and what each
+// backend was sent and replied to its per-backend counters (none: not counted per backend).
 struct FrameSinks {
   ResolutionQueue& queue;
   WorkerCounters& counters;
+  BackendCounters* backends = nullptr;
+
+  // A frame sent to the backend in counter slot `slot` (Service::counter_slot), or a reply of it
+  // sent on to the client: `ip_bytes` long, its IP header and payload.
+  void to_backend(std::uint32_t slot, std::uint32_t ip_bytes) const noexcept {
+    if (backends) backends->count_in(slot, ip_bytes);
+  }
+  void from_backend(std::uint32_t slot, std::uint32_t ip_bytes) const noexcept {
+    if (backends) backends->count_out(slot, ip_bytes);
+  }
 };
 
 // The worker's flow affinity table and its batch's clock (FlowTable::clock_ms()). No table:

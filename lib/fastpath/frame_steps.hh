@@ -82,11 +82,14 @@ struct RequestChooser {
 struct Acted {
   FrameOutcome outcome;
   std::uint32_t too_big_mtu = 0;  // outcome drop too_big: the egress MTU
+  // Balanced and sent (or held): the backend's per-backend counter slot it counted into.
+  std::uint32_t counter_slot = packet::kNoCounterSlot;
 };
 
 // The action for a parsed UDP datagram (or first fragment): reflect, balance or route, with the
 // egress MTU checked (too big with DF / IPv6: a too_big drop with the datagram as it arrived,
-// endpoints restored; IPv4 without DF: outcome.fragment_mtu). `finished_checksums`: the caller
+// endpoints restored; IPv4 without DF: outcome.fragment_mtu). A balanced one sent on counts as
+// sent to its backend (a request) or from it (a reply). `finished_checksums`: the caller
 // finishes partial checksums later (fragments never need it).
 // `hint`: the XDP program's match of the frame, if any (ServiceTable::match(p, hint)).
 Acted act(packet::FrameBytes frame, packet::ParsedPacket& p, const Snapshot& s,

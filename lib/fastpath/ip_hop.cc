@@ -52,7 +52,13 @@ FrameOutcome follow_first(packet::FrameBytes frame, packet::ParsedPacket& p, con
     steps::ConfiguredNextHop next_hop{s, *route, sinks, missed, mtu, frame};
     o = steps::outcome(packet::route_via(frame, p, next_hop), missed);
   }
-  if (o.fate != Fate::drop) o.fragment_mtu = mtu.fragment_mtu;
+  if (o.fate == Fate::drop) return o;
+  o.fragment_mtu = mtu.fragment_mtu;
+  // A slot recorded under other tables may count for another backend now: not counted then.
+  if (d.tables_serial == s.config->backend_slots.serial()) {
+    if (d.rewrite == FragmentRewrite::destination) sinks.to_backend(d.counter_slot, p.l3_bytes);
+    if (d.rewrite == FragmentRewrite::source) sinks.from_backend(d.counter_slot, p.l3_bytes);
+  }
   return o;
 }
 
@@ -132,7 +138,10 @@ FrameOutcome process_fragment(packet::FrameBytes frame, packet::ParsedPacket& p,
     hop.fragments->refuse(slot);
     o = steps::answer_drop(frame, p, a, s, sinks, hop);
   } else {
-    hop.fragments->decide(slot, decision_of(arrived, p, ingress_slot));
+    FragmentDecision decision = decision_of(arrived, p, ingress_slot);
+    decision.counter_slot = a.counter_slot;
+    decision.tables_serial = s.config->backend_slots.serial();
+    hop.fragments->decide(slot, decision);
     sinks.counters.fragments_forwarded.add();
   }
   o.release = slot;
@@ -167,6 +176,7 @@ FrameOutcome process_icmp_error(packet::FrameBytes frame, packet::ParsedPacket& 
   // No error is ever sent about an error: one that expires here is dropped.
   if (!packet::hop_limit_allows_forward(p)) return FrameOutcome::dropped(Drop::ttl_expired);
   const packet::ServiceTable& services = s.config->services;
+  std::uint32_t to_backend = packet::kNoCounterSlot;  // an error about a reply goes to its backend
   // The quoted datagram, seen as the request of its flow: client -> VIP:port (an error about a
   // reply the VIP sent) ...
   packet::ParsedPacket request = reversed_quote(p, e);
@@ -191,6 +201,7 @@ FrameOutcome process_icmp_error(packet::FrameBytes frame, packet::ParsedPacket& 
     const net::Endpoint& b = m.service->backends[backend];
     packet::translate_icmp_error(frame, p, e, packet::Side::source, b.address.bytes, b.port,
                                  packet::Side::destination, b.address.bytes);
+    to_backend = m.service->counter_slot(backend);
   } else {
     // ... or backend -> client as a reply would be: an error about a request ferry sent to a
     // backend, on its way to the client that sent the request.
@@ -206,7 +217,10 @@ FrameOutcome process_icmp_error(packet::FrameBytes frame, packet::ParsedPacket& 
   steps::MtuCheck no_check;  // an error is at most 576 / 1280 bytes
   steps::KernelNextHop next_hop{s, sinks, missed, no_check, frame};
   FrameOutcome o = steps::outcome(packet::route_via(frame, p, next_hop), missed);
-  if (o.fate != Fate::drop) sinks.counters.icmp_translated.add();
+  if (o.fate != Fate::drop) {
+    sinks.counters.icmp_translated.add();
+    sinks.to_backend(to_backend, p.l3_bytes);
+  }
   return o;
 }
 

@@ -9,6 +9,7 @@
 #include <optional>
 
 #include "bpf/ferry_shared.h"
+#include "lib/fastpath/backend_slots.hh"
 #include "lib/fastpath/kernel_routes.hh"
 #include "lib/fastpath/neighbour_table.hh"
 #include "lib/fastpath/port_facts.hh"
@@ -29,6 +30,8 @@ struct ConfigTables {
   packet::RouteTable routes;
   // Direct server return: the outer header's sources and GUE port (config xdp.encap).
   std::optional<config::EncapConfig> encap;
+  // The per-backend counter slots the services' counter_slots name, held while these tables live.
+  BackendSlotLease backend_slots;
 };
 
 struct Snapshot {

@@ -127,7 +127,7 @@ std::uint32_t Worker::receive(std::uint32_t port_index, const Snapshot& snapshot
   std::array<std::uint32_t, kDropCount> drops{};
   std::uint64_t bytes = 0;
   std::uint64_t requested = counters_.resolutions_requested.value();
-  FrameSinks sinks{resolutions_, counters_};
+  FrameSinks sinks{resolutions_, counters_, &backend_counters_};
   const std::uint64_t now_ms = flows.table ? flows.now_ms : FlowTable::clock_ms();
   for (std::uint32_t k = 0; k < got.size(); ++k) {
     const xdp_desc d = got[k];
@@ -278,7 +278,7 @@ void Worker::cut_and_send(std::int8_t egress, std::uint64_t addr, std::uint32_t 
 
 void Worker::release_fragments(std::uint32_t datagram, const Snapshot& snapshot,
                                std::uint64_t now_ms, std::array<std::uint32_t, kDropCount>& drops) {
-  FrameSinks sinks{resolutions_, counters_};
+  FrameSinks sinks{resolutions_, counters_, &backend_counters_};
   std::array<FragmentTable::HeldFrame, 32> taken;
   for (std::uint32_t n; (n = fragments_.take_held(datagram, taken)) != 0;) {
     for (std::uint32_t i = 0; i < n; ++i) {

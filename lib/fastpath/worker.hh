@@ -15,6 +15,7 @@
 
 #include "bpf/ferry_shared.h"
 #include "lib/config/config.hh"
+#include "lib/fastpath/backend_counters.hh"
 #include "lib/fastpath/flow_table.hh"
 #include "lib/fastpath/fragment_table.hh"
 #include "lib/fastpath/frame_processor.hh"
@@ -87,6 +88,7 @@ class Worker {
   void publish_account() { published_.publish(account()); }
 
   const WorkerCounters& counters() const { return counters_; }
+  const BackendCounters& backend_counters() const { return backend_counters_; }
   ResolutionQueue& resolution_queue() { return resolutions_; }
   std::uint32_t queue() const { return options_.queue; }
   std::span<const WorkerPort> ports() const { return ports_; }
@@ -141,6 +143,7 @@ class Worker {
   HoldQueue held_;
   std::uint64_t held_checked_generation_ = 0;  // the snapshot the held frames were last tried on
   WorkerCounters counters_;
+  BackendCounters backend_counters_;
   FlowTable flows_;  // after counters_, which it writes from its constructor on
   FragmentTable fragments_;
   packet::IcmpRateLimit icmp_limit_;

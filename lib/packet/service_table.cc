@@ -96,6 +96,9 @@ ServiceTable ServiceTableBuilder::build(std::span<const config::ServiceConfig> c
       s.backend_up.push_back(up);
       s.backend_weight.push_back(c.weight(s.backend_weight.size()));
       names.push_back(b.to_string());
+      if (options.counter_slot && !options.check_only) {
+        s.counter_slots.push_back(options.counter_slot(c, b));
+      }
     }
     std::vector<MaglevBackend> in_table;
     for (std::size_t i = 0; i < s.backends.size(); ++i) {

@@ -21,6 +21,9 @@
 
 namespace ferry::packet {
 
+// A backend without a slot in the fast path's per-backend counters (Service::counter_slots).
+inline constexpr std::uint32_t kNoCounterSlot = ~0u;
+
 enum class ServiceAction : std::uint8_t {
   balance,  // mode "proxy": stateless DNAT to a Maglev-chosen backend
   reflect,  // mode "reflect": swap and send back
@@ -39,6 +42,12 @@ struct Service {
   // stay in the reverse map, so their replies are still rewritten.
   std::vector<std::uint32_t> backend_weight;
   MaglevTable maglev;  // over the backends that are up, each by its weight
+  // Same order: the slot of each backend in the fast-path workers' per-backend counters
+  // (ServiceTableOptions::counter_slot), or kNoCounterSlot; empty when nothing assigns them.
+  std::vector<std::uint32_t> counter_slots;
+  std::uint32_t counter_slot(std::size_t backend) const noexcept {
+    return backend < counter_slots.size() ? counter_slots[backend] : kNoCounterSlot;
+  }
   // Requests go through the fast-path worker's flow table (affinity "flow", the UDP default) or
   // straight to Maglev ("none").
   bool flow_affinity = true;
@@ -164,6 +173,10 @@ struct ServiceTableOptions {
   // ferry_frame_meta), if it has one: ServiceTable::match(p, hint) takes the hinted service by it.
   // Null: no hints are taken (every frame is matched).
   std::function<std::optional<std::uint32_t>(const config::ServiceConfig&)> steering_id;
+  // The slot of a balanced service's backend in the fast-path workers' per-backend counters (asked
+  // once per backend of every balanced service the table takes, in the configured order), or
+  // kNoCounterSlot. Null: none (Service::counter_slots stays empty).
+  std::function<std::uint32_t(const config::ServiceConfig&, const net::Endpoint&)> counter_slot;
   // The AES code of QUIC-LB services' decoders (quic::choose_aes_engine(): AES-NI where the CPU
   // has it, unless FERRY_QUIC_AESNI=0).
   quic::AesEngine aes_engine = quic::choose_aes_engine();

@@ -12,11 +12,11 @@ import socket
 
 import pytest
 
-from dsr_lab import (BIG_BYTES, BACKENDS4, CLIENT4, CLIENT6, DNS, DsrLab, HTTP, NAMES, VIP4,
-                     VIP4B, VIP6, dsr_config)
+from dsr_lab import (BIG_BYTES, BACKENDS4, BACKENDS6, CLIENT4, CLIENT6, DNS, DsrLab, HTTP, NAMES,
+                     VIP4, VIP4B, VIP6, dsr_config)
 from fastpath_lab import check_one_match, inside
 from test_dns import dig, dnsperf
-from harness import by_label, check, check_eq, ok, total, wait_until
+from harness import by_label, check, check_eq, ok, samples, total, wait_until
 
 
 @pytest.fixture(scope="module")
@@ -133,11 +133,40 @@ def test_every_outer_header_was_used_and_counted(served):
         print(f"{ns.name}: stripped {stripped}, refused {refused}", flush=True)
         check(stripped > 0, f"{ns.name}: ferry-decap stripped the gateway's tunnel packets")
         check_eq(refused, {}, f"{ns.name}: ferry-decap refused none of them")
+    check_backend_counts_match_the_tunnels(lab, d)
     # The XDP program's match came with every frame, TCP ones included: one match per frame.
     check_one_match(d, 1)
     drops = by_label(d, "ferry_xsk_drops_total", "reason")
     check_eq({r: n for r, n in drops.items() if n and r not in ("unexpected",)}, {},
              "the workers dropped nothing")
+
+
+def check_backend_counts_match_the_tunnels(lab, d):
+    """What the workers counted per backend is what arrived through the tunnels: per backend host,
+    the packets sent to its addresses (every service, both families) are those its ferry-decap
+    stripped; summed, they are every encapsulated request; no backend has an "out"."""
+    def counted():
+        by_host, directions = {}, set()
+        for labels, v in samples(d, "ferry_xsk_backend_packets_total"):
+            directions.add(labels["direction"])
+            address = labels["backend"].rsplit(":", 1)[0].strip("[]")
+            host = next(n for n, a4, a6 in zip(NAMES, BACKENDS4, BACKENDS6) if address in (a4, a6))
+            by_host[host] = by_host.get(host, 0) + v
+        return by_host, directions
+
+    def stripped():
+        return {name: sum(v["packets"] for v in lab.decap_status(ns)["interfaces"][0]["stripped"]
+                          .values()) for name, ns in zip(NAMES, lab.backends)}
+    # The last ACKs of the closed connections may still be on their way.
+    try:
+        wait_until(lambda: counted()[0] == stripped(), 10,
+                   "the per-backend counts to match what each backend's ferry-decap stripped")
+    finally:
+        print(f"per backend host: counted {counted()[0]}, stripped {stripped()}", flush=True)
+    by_host, directions = counted()
+    check_eq(directions, {"in"}, "directions of encapsulating services' backends")
+    check_eq(sum(by_host.values()), total(d, "ferry_xsk_encapsulated_packets_total"),
+             "the backends' counts add up to every encapsulated request")
 
 
 def test_tcp_connections_keep_their_backend_when_backends_change(served, ferryctl):

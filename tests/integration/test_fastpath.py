@@ -13,7 +13,7 @@ import time
 
 from fastpath_lab import (BACKENDS, CLIENT, check_one_match, PORT, SINK, SINK_SCRIPT, VIP, Lab, fastpath_config,
                           frames_by_queue, partial_udp_checksum, quiescent, total)
-from harness import SOURCE_ROOT, check, check_eq, ok, running, wait_until
+from harness import SOURCE_ROOT, check, check_eq, ok, running, samples, wait_until
 from netns import xdp_attached
 
 
@@ -54,6 +54,33 @@ def check_balances(lab, d, tag):
                    "neighbour_hold_full", "neighbour_timeout"):
         check_eq(total(d, "ferry_xsk_drops_total", reason=reason), 0, f"{reason} drops")
     check_one_match(d, 180)  # 90 requests and their replies
+    check_backend_counts(d, flows)
+
+
+def check_backend_counts(d, flows, rounds=3, base=20000):
+    """The workers' per-backend counts are what the client sent each backend and what it echoed:
+    every round's datagram of each flow in (IP bytes: 28 + the client script's payload length),
+    the same back out; their sum, everything the client sent."""
+    want = {}
+    for port, (backend,) in ((p, tuple(b)) for p, b in flows.items()):
+        i = port - base
+        for r in range(rounds):
+            ip_bytes = 28 + 40 + (i * 97 + r * 31) % 700
+            for direction in ("in", "out"):
+                key = (f"{backend}:{PORT}", direction)
+                packets, octets = want.get(key, (0, 0))
+                want[key] = (packets + 1, octets + ip_bytes)
+    got = {}
+    for family, at in (("ferry_xsk_backend_packets_total", 0), ("ferry_xsk_backend_bytes_total", 1)):
+        for labels, v in samples(d, family):
+            if labels["service"] == "echo":
+                key = (labels["backend"], labels["direction"])
+                got.setdefault(key, [0, 0])[at] = v
+    got = {k: tuple(v) for k, v in got.items()}
+    print(f"  per backend (packets, bytes): {got}", flush=True)
+    check_eq(got, want, "per-backend counts")
+    check_eq(sum(p for (b, direction), (p, _) in got.items() if direction == "in"),
+             len(flows) * rounds, "the backends' requests add up to what the client sent")
 
 
 def check_routes(lab, d):
@@ -289,6 +316,7 @@ def test_reload_removing_a_backend_moves_only_its_flows(workdir, fastpath_lab):
         res = lab.converse("before", flows=60, rounds=1, base=30000)
         check_eq(res["ok"], 60, f"before the reload {res}")
         before = {p: next(iter(b)) for p, b in lab.echoed("before").items()}
+        counted_before = requests_by_backend(d)
         generation = ok(d.request("status"))["xdp"]["fastpath"]["table_generation"]
         workdir.write_config(fastpath_config(workdir, BACKENDS[:2]))
         ok(d.request("reload"), "reload removing 10.10.2.4")
@@ -304,6 +332,20 @@ def test_reload_removing_a_backend_moves_only_its_flows(workdir, fastpath_lab):
         check(removed, "some flows were on the removed backend")
         check_eq(sorted(moved), sorted(removed), "only the removed backend's flows moved")
         check(BACKENDS[2] not in after.values(), "nothing goes to the removed backend")
+        # The backends that stayed kept their counters (top's rates do not jump); the removed one's
+        # series went with it.
+        counted_after = requests_by_backend(d)
+        for b in BACKENDS[:2]:
+            sent = sum(1 for backend in after.values() if backend == b)
+            check_eq(counted_after[b] - counted_before[b], sent, f"{b}'s requests after the reload")
+        check_eq(sorted(counted_after), sorted(BACKENDS[:2]), "backends with counters")
+
+
+def requests_by_backend(d):
+    """{backend address: requests the workers sent it}."""
+    return {labels["backend"].split(":")[0]: v
+            for labels, v in samples(d, "ferry_xsk_backend_packets_total")
+            if labels["direction"] == "in"}
 
 
 def test_sigkill_leaves_no_program_and_restart_works(workdir, fastpath_lab):

@@ -144,6 +144,16 @@ def test_top_shows_what_the_traffic_makes(workdir):
             check_eq([(b["address"], b["state"]) for b in udp["backends"]],
                      [(f"{b}:{PORT}", "unchecked") for b in BACKENDS],
                      "udp backends: no health checks, so up and unchecked")
+            # The workers' per-backend counts: each backend takes some of the 40 flows, answers
+            # each request, and together they take what the service's row shows coming in.
+            for b in udp["backends"]:
+                check(b["in_packets_per_second"] > 0 and b["in_bits_per_second"] > 0,
+                      f"requests to each backend: {b}")
+                check(0.8 < b["out_packets_per_second"] / b["in_packets_per_second"] < 1.25,
+                      f"each backend's replies match its requests: {b}")
+            to_backends = sum(b["in_packets_per_second"] for b in udp["backends"])
+            check(0.9 < to_backends / udp["in_packets_per_second"] < 1.1,
+                  f"the backends' requests add up to the service's: {to_backends} of {udp}")
 
             echo = row(doc, "tcp-echo", "tcp")
             check_eq((echo["path"], echo["backends_total"], echo["active"]), ("echo", None, 1),
@@ -167,6 +177,7 @@ def test_top_shows_what_the_traffic_makes(workdir):
 
             r = ferryctl(d, "top", "--once", "--backends", "--reasons", "--sort", "name", timeout=30)
             check_eq(r.returncode, 0, f"top --once ({r.stderr})")
+            print(r.stdout, flush=True)
             lines = r.stdout.splitlines()
             check(lines[0].split()[1:3] == ["ferryd", "pid"] and "fast path rx" in lines[0],
                   f"header: {lines[0]}")
@@ -174,9 +185,11 @@ def test_top_shows_what_the_traffic_makes(workdir):
                      "table header")
             names = [l.split()[0] for l in lines[3:] if l and not l.startswith(" ")]
             check_eq(names[:3], ["echo", "tcp-echo", "web"], f"rows sorted by name:\n{r.stdout}")
-            check(any(l.strip().startswith(f"{BACKENDS[0]}:{PORT}") and " unchecked " in l
-                      for l in lines),
+            backend_rows = [l.split() for l in lines if l.strip().startswith(f"{BACKENDS[0]}:")]
+            check(len(backend_rows) == 1 and backend_rows[0][1] == "unchecked",
                   f"a row per backend:\n{r.stdout}")
+            check("-" not in backend_rows[0][2:6],
+                  f"a UDP backend's row has its packets and bits each way:\n{r.stdout}")
             check(any("errors: no_backend" in l for l in lines), f"reasons:\n{r.stdout}")
             check(any(l.startswith("fast path drops:") for l in lines), f"fast path:\n{r.stdout}")
             check("{" not in r.stdout, f"no JSON in the table:\n{r.stdout}")

@@ -3,7 +3,8 @@
 // then updated incrementally: what frames from a NIC cost) and with a partial one (finished after
 // the rewrite: what senders on the same host cost); a balanced request with the flow affinity
 // table off, on and full; and a hold and release of 64 frames for one next hop. Run
-// tests/bench/packet/run.sh for the table.
+// tests/bench/packet/run.sh for the table. Balanced frames are counted per backend, as in the
+// worker.
 #include <benchmark/benchmark.h>
 
 #include <cstring>
@@ -31,25 +32,36 @@ std::vector<std::uint8_t> frame_of(Kind kind, std::size_t wire_bytes, Sum sum) {
   return packet::test::build_frame(spec).bytes;
 }
 
+// Requests the balanced service's three backends were counted for (slots 0..2).
+std::uint64_t counted_requests(const BackendCounters& backends) {
+  return backends[0].in_packets.value() + backends[1].in_packets.value() +
+         backends[2].in_packets.value();
+}
+
 void BM_ProcessFrame(benchmark::State& state) {
   auto kind = static_cast<Kind>(state.range(0));
   auto sum = static_cast<Sum>(state.range(2));
   const std::vector<std::uint8_t> original =
       frame_of(kind, static_cast<std::size_t>(state.range(1)), sum);
   std::vector<std::uint8_t> frame = original;
-  auto snap = snapshot(config_tables(lab_config()), next_hop_tables());
+  BackendSlots slots;
+  auto snap = snapshot(config_tables(lab_config(), {}, &slots), next_hop_tables());
   ResolutionQueue queue;
   WorkerCounters counters;
+  BackendCounters backends;
   for (auto _ : state) {
     // Only the rewritten bytes go back (headers), so both kinds copy the same 48 bytes.
     std::memcpy(frame.data(), original.data(), 48);
-    FrameOutcome o = process_frame({frame.data(), frame.size()}, *snap, 0, {queue, counters});
+    FrameOutcome o =
+        process_frame({frame.data(), frame.size()}, *snap, 0, {queue, counters, &backends});
     benchmark::DoNotOptimize(o);
     benchmark::ClobberMemory();
   }
   state.SetLabel(std::string(kind == kBalance ? "balance" : "route") + " " +
                  std::to_string(state.range(1)) + " B " + (sum == kFull ? "full" : "partial"));
-  if (sum == kPartial && counters.checksums_partial.value() == 0) state.SkipWithError("not finished");
+  if (sum == kPartial && counters.checksums_partial.value() == 0)
+    state.SkipWithError("not finished");
+  if (kind == kBalance && counted_requests(backends) == 0) state.SkipWithError("not counted");
 }
 BENCHMARK(BM_ProcessFrame)->ArgsProduct({{kBalance, kRoute}, {64, 1500}, {kFull, kPartial}});
 
@@ -64,20 +76,23 @@ void BM_ProcessFrameHinted(benchmark::State& state) {
   options.steering_id = [](const config::ServiceConfig& s) -> std::optional<std::uint32_t> {
     return s.name == "dns" ? 5 : 9;
   };
-  auto snap = snapshot(config_tables(lab_config(), options), next_hop_tables());
+  BackendSlots slots;
+  auto snap = snapshot(config_tables(lab_config(), options, &slots), next_hop_tables());
   const packet::MatchHint hint{packet::MatchKind::to_service, 5, 0};
   ResolutionQueue queue;
   WorkerCounters counters;
+  BackendCounters backends;
   for (auto _ : state) {
     std::memcpy(frame.data(), original.data(), 48);
-    FrameOutcome o =
-        process_frame({frame.data(), frame.size()}, *snap, 0, {queue, counters}, {}, {}, hint);
+    FrameOutcome o = process_frame({frame.data(), frame.size()}, *snap, 0,
+                                   {queue, counters, &backends}, {}, {}, hint);
     benchmark::DoNotOptimize(o);
     benchmark::ClobberMemory();
   }
   state.SetLabel("balance " + std::to_string(state.range(0)) + " B " +
                  (sum == kFull ? "full" : "partial") + ", hinted");
   if (counters.matched_without_hint.value() != 0) state.SkipWithError("hint not taken");
+  if (counted_requests(backends) == 0) state.SkipWithError("not counted");
 }
 BENCHMARK(BM_ProcessFrameHinted)->ArgsProduct({{64, 1500}, {kFull, kPartial}});
 
@@ -162,7 +177,8 @@ void BM_HoldAndRelease64(benchmark::State& state) {
   std::uint64_t sent = 0;
   for (auto _ : state) {
     for (std::uint64_t i = 0; i < 64; ++i) q.hold(hop, 1, i * 4096, 100);
-    q.release(resolved, [&](const HoldQueue::Frame& f, const packet::MacAddress&) { sent += f.len; });
+    q.release(resolved,
+              [&](const HoldQueue::Frame& f, const packet::MacAddress&) { sent += f.len; });
   }
   benchmark::DoNotOptimize(sent);
   state.SetItemsProcessed(state.iterations() * 64);

@@ -267,6 +267,125 @@ TEST(TopTable, OneRowPerServiceWithBackendsAndReasonsOnDemand) {
   EXPECT_EQ(text.find('{'), std::string::npos);
 }
 
+// The fast path's per-backend figures: dns (nat) sent 300 requests to 10.0.1.2 and 200 to
+// 10.0.1.3 in the second, 270 replies came back from the first and 180 from the second; web6
+// (gue, UDP and TCP) sent 80 to one backend and 20 to the other, inside the tunnel.
+struct BackendSnapshots {
+  json services = json::parse(R"({"services":[
+    {"name":"dns","vip":"10.0.0.10","port":53,"protocols":["udp"],"mode":"proxy",
+     "forwarding":"nat","paths":{"udp":"fastpath"},
+     "backends":[{"address":"10.0.1.2:53","state":"up","up":true},
+                 {"address":"10.0.1.3:53","state":"up","up":true}]},
+    {"name":"web6","vip":"fd00::10","port":443,"protocols":["udp","tcp"],"mode":"proxy",
+     "forwarding":"gue","paths":{"udp":"fastpath","tcp":"fastpath"},
+     "backends":[{"address":"[fd00:1::7]:443","state":"up","up":true},
+                 {"address":"[fd00:1::8]:443","state":"up","up":true}]}]})");
+  static json at(double t) {
+    auto per_backend = [t](double in_dns2, double in_dns3, double in_web7, double in_web8,
+                           double per) {
+      return json::array(
+          {sample({{"service", "dns"}, {"backend", "10.0.1.2:53"}, {"direction", "in"}},
+                  in_dns2 * per * t),
+           sample({{"service", "dns"}, {"backend", "10.0.1.2:53"}, {"direction", "out"}},
+                  0.9 * in_dns2 * per * t),
+           sample({{"service", "dns"}, {"backend", "10.0.1.3:53"}, {"direction", "in"}},
+                  in_dns3 * per * t),
+           sample({{"service", "dns"}, {"backend", "10.0.1.3:53"}, {"direction", "out"}},
+                  0.9 * in_dns3 * per * t),
+           sample({{"service", "web6"}, {"backend", "[fd00:1::7]:443"}, {"direction", "in"}},
+                  in_web7 * per * t),
+           sample({{"service", "web6"}, {"backend", "[fd00:1::8]:443"}, {"direction", "in"}},
+                  in_web8 * per * t)});
+    };
+    return stats_of({
+        family("ferry_xdp_service_packets_total", "counter",
+               {sample({{"service", "dns"}, {"direction", "in"}}, 500 * t),
+                sample({{"service", "dns"}, {"direction", "out"}}, 450 * t),
+                sample({{"service", "web6"}, {"direction", "in"}}, 100 * t),
+                sample({{"service", "web6"}, {"direction", "out"}}, 0)}),
+        family("ferry_xdp_service_bytes_total", "counter",
+               {sample({{"service", "dns"}, {"direction", "in"}}, 50000 * t),
+                sample({{"service", "dns"}, {"direction", "out"}}, 90000 * t),
+                sample({{"service", "web6"}, {"direction", "in"}}, 10000 * t),
+                sample({{"service", "web6"}, {"direction", "out"}}, 0)}),
+        family("ferry_xsk_backend_packets_total", "counter", per_backend(300, 200, 80, 20, 1)),
+        family("ferry_xsk_backend_bytes_total", "counter", per_backend(300, 200, 80, 20, 100)),
+        family("ferry_xsk_rx_packets_total", "counter", {sample({{"queue", "0"}}, 1000 * t)}),
+    });
+  }
+  json before = at(1);
+  json after = at(2);
+  SeriesRates rates = compute_rates(before, after, 1.0);
+  StatsIndex index{after, &rates};
+};
+
+TEST(TopView, UdpBackendRowsAreWhatTheWorkersSentEachBackendAndGotBack) {
+  BackendSnapshots s;
+  TopView view = build_top_view(s.services, s.index, TopSort::name);
+  const TopRow& dns = find_row(view, "dns");
+  EXPECT_EQ(dns.path, "fastpath");
+  ASSERT_EQ(dns.backends.size(), 2u);
+  const TopFigures& first = dns.backends[0].figures;
+  EXPECT_EQ(first.in_pps, 300);
+  EXPECT_EQ(first.in_bps, 300 * 100 * 8);
+  EXPECT_EQ(first.out_pps, 270);
+  EXPECT_EQ(first.out_bps, 270 * 100 * 8);
+  EXPECT_EQ(first.active, std::nullopt);
+  EXPECT_EQ(dns.backends[1].figures.in_pps, 200);
+  EXPECT_EQ(dns.backends[1].figures.out_pps, 180);
+}
+
+TEST(TopView, AnEncapsulatingServiceIsOneRowWithItsForwardingAndNoReplies) {
+  BackendSnapshots s;
+  TopView view = build_top_view(s.services, s.index, TopSort::name);
+  ASSERT_EQ(view.rows.size(), 2u) << "UDP and TCP of web6 are counted together: one row";
+  const TopRow& web6 = find_row(view, "web6");
+  EXPECT_EQ(web6.protocol, "udp,tcp");
+  EXPECT_EQ(web6.path, "fastpath gue");
+  EXPECT_EQ(web6.endpoint, "[fd00::10]:443");
+  EXPECT_EQ(web6.figures.in_pps, 100);
+  EXPECT_EQ(web6.figures.in_bps, 80000);
+  EXPECT_EQ(web6.figures.out_pps, std::nullopt) << "replies bypass the gateway";
+  ASSERT_EQ(web6.backends.size(), 2u);
+  EXPECT_EQ(web6.backends[0].figures.in_pps, 80);
+  EXPECT_EQ(web6.backends[1].figures.in_bps, 20 * 100 * 8);
+  EXPECT_EQ(web6.backends[1].figures.out_pps, std::nullopt);
+  EXPECT_EQ(web6.backends[1].figures.out_bps, std::nullopt);
+
+  json tcp_only = s.services;
+  tcp_only["services"][1]["protocols"] = {"tcp"};
+  tcp_only["services"][1]["paths"] = {{"tcp", "fastpath"}};
+  tcp_only["services"][1]["forwarding"] = "ipip";
+  const TopRow& web = find_row(build_top_view(tcp_only, s.index, TopSort::name), "web6");
+  EXPECT_EQ(web.protocol, "tcp");
+  EXPECT_EQ(web.path, "fastpath ipip");
+  EXPECT_EQ(web.figures.in_pps, 100) << "the XDP program's count, not an echo's";
+  EXPECT_EQ(web.figures.active, std::nullopt);
+}
+
+TEST(TopTable, FastPathBackendRowsShowTheirTrafficAndTheForwarding) {
+  BackendSnapshots s;
+  TopOptions options;
+  options.backends = true;
+  EXPECT_EQ(render_top_table(build_top_view(s.services, s.index, TopSort::name), options),
+            "SERVICE            PROTO    VIP:PORT        PATH          BACKENDS  IN pkt/s  "
+            "IN bit/s  OUT pkt/s  OUT bit/s  ACTIVE  DROPS/s  ERRORS/s\n"
+            "dns                udp      10.0.0.10:53    fastpath      2/2 up         500      "
+            "400k        450       720k       -        -         -\n"
+            "  10.0.1.2:53                                             up             300      "
+            "240k        270       216k       -        -         -\n"
+            "  10.0.1.3:53                                             up             200      "
+            "160k        180       144k       -        -         -\n"
+            "web6               udp,tcp  [fd00::10]:443  fastpath gue  2/2 up         100     "
+            "80.0k          -          -       -        -         -\n"
+            "  [fd00:1::7]:443                                         up              80     "
+            "64.0k          -          -       -        -         -\n"
+            "  [fd00:1::8]:443                                         up              20     "
+            "16.0k          -          -       -        -         -\n"
+            "\n"
+            "fast path drops: -/s\n");
+}
+
 TEST(TopJson, HasTheTablesFiguresWithNullForUnknown) {
   Snapshots s;
   TopView view = build_top_view(kServices, s.index, TopSort::name);

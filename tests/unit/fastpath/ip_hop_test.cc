@@ -13,6 +13,7 @@
 #include "lib/packet/fragment.hh"
 #include "lib/packet/icmp.hh"
 #include "lib/packet/parse.hh"
+#include "tests/unit/fastpath/ip_hop_state.hh"
 #include "tests/unit/fastpath/lab_tables.hh"
 #include "tests/unit/packet/ip_hop_builder.hh"
 
@@ -133,9 +134,8 @@ class IpHopTest : public ::testing::Test {
   FrameOutcome run(Bytes& frame, std::uint32_t ingress = 0, FlowAffinity flows = {}) {
     std::size_t n = frame.size();
     frame.resize(n + kRoom);
-    IpHop hop{&fragments_, &icmp_limit_, &next_ip_id_, now_ms_, kRoom, orphans_, &orphan_count_};
-    FrameOutcome o =
-        process_frame({frame.data(), n}, *snapshot_, ingress, {queue_, counters_}, flows, hop);
+    FrameOutcome o = process_frame({frame.data(), n}, *snapshot_, ingress, {queue_, counters_},
+                                   flows, hop_.at(now_ms_, kRoom));
     frame.resize(o.length != 0 ? o.length : n);
     return o;
   }
@@ -162,12 +162,8 @@ class IpHopTest : public ::testing::Test {
   }
 
   std::unique_ptr<Snapshot> snapshot_ = ip_hop_snapshot();
-  FragmentTable fragments_;
-  packet::IcmpRateLimit icmp_limit_;
-  std::uint16_t next_ip_id_ = 0x100;
+  IpHopState hop_;
   std::uint64_t now_ms_ = 5000;
-  std::array<std::uint64_t, FragmentTable::Limits{}.held_frames> orphans_{};
-  std::uint32_t orphan_count_ = 0;
   ResolutionQueue queue_;
   WorkerCounters counters_;
 };
@@ -230,18 +226,18 @@ TEST_F(IpHopTest, ALaterFragmentBeforeItsFirstWaitsAndThenFollowsIt) {
   FrameOutcome waits = run(later);
   ASSERT_EQ(waits.fate, Fate::wait);
   EXPECT_EQ(later, later_as_sent) << "held as it came";
-  ASSERT_TRUE(
-      fragments_.hold(waits.datagram, 0x1000, static_cast<std::uint32_t>(later.size()), now_ms_));
+  ASSERT_TRUE(hop_.fragments.hold(waits.datagram, 0x1000, static_cast<std::uint32_t>(later.size()),
+                                  now_ms_));
 
   Bytes first = ipv4_fragment(whole, 0, 1480, true);
   FrameOutcome decides = run(first);
   ASSERT_EQ(decides.fate, Fate::forward);
   EXPECT_EQ(decides.release, waits.datagram);
   std::array<FragmentTable::HeldFrame, 4> taken;
-  ASSERT_EQ(fragments_.take_held(decides.release, taken), 1u);
+  ASSERT_EQ(hop_.fragments.take_held(decides.release, taken), 1u);
   EXPECT_EQ(taken[0].addr, 0x1000u);
-  EXPECT_EQ(follow_held({later.data(), later.size()}, *snapshot_, {queue_, counters_}, fragments_,
-                        decides.release),
+  EXPECT_EQ(follow_held({later.data(), later.size()}, *snapshot_, {queue_, counters_},
+                        hop_.fragments, decides.release),
             FrameOutcome::to(1));
   EXPECT_EQ(destination_of(later), destination_of(first));
   EXPECT_EQ(destination_of(first), maglev_backend(40001));
@@ -257,11 +253,11 @@ TEST_F(IpHopTest, EveryFragmentToAReflectServiceComesBackFromItsVip) {
   Bytes middle = ipv4_fragment(whole, 1000, 504, true);
   FrameOutcome waits = run(middle);
   ASSERT_EQ(waits.fate, Fate::wait);
-  ASSERT_TRUE(fragments_.hold(waits.datagram, 0x1000, 600, now_ms_));
+  ASSERT_TRUE(hop_.fragments.hold(waits.datagram, 0x1000, 600, now_ms_));
   Bytes first = ipv4_fragment(whole, 0, 1000, true);
   ASSERT_EQ(run(first).fate, Fate::forward);
-  EXPECT_EQ(follow_held({middle.data(), middle.size()}, *snapshot_, {queue_, counters_}, fragments_,
-                        waits.datagram),
+  EXPECT_EQ(follow_held({middle.data(), middle.size()}, *snapshot_, {queue_, counters_},
+                        hop_.fragments, waits.datagram),
             FrameOutcome::to(0))
       << "back out of the port it came in on";
   Bytes last = ipv4_fragment(whole, 1504, 504, false);
@@ -309,7 +305,7 @@ TEST_F(IpHopTest, DuplicatesOverlapsAndTinyFirstFragmentsAreDroppedWithTheirReas
   EXPECT_EQ(tiny_outcome.drop, Drop::fragment_tiny);
   EXPECT_EQ(run(tiny_rest), FrameOutcome::dropped(Drop::fragment_refused))
       << "a later fragment of a datagram whose first was tiny is not held for a first to come";
-  EXPECT_EQ(fragments_.held_count(), 0u);
+  EXPECT_EQ(hop_.fragments.held_count(), 0u);
 }
 
 TEST_F(IpHopTest, APortUnreachableFromABackendReachesTheClientFromTheVip) {
@@ -518,13 +514,13 @@ TEST_F(IpHopTest, Ipv6FragmentsOfABalancedDatagramFollowTheirFirst) {
                                ipv6_fragment(whole, 2464, 544, false, 0xf00d)};
   FrameOutcome waits = run(pieces[2]);
   ASSERT_EQ(waits.fate, Fate::wait);
-  ASSERT_TRUE(fragments_.hold(waits.datagram, 0x1000, 600, now_ms_));
+  ASSERT_TRUE(hop_.fragments.hold(waits.datagram, 0x1000, 600, now_ms_));
   FrameOutcome first = run(pieces[0]);
   ASSERT_EQ(first.fate, Fate::forward);
   EXPECT_EQ(first.egress_slot, 1u);
   EXPECT_EQ(first.release, waits.datagram);
   EXPECT_EQ(follow_held({pieces[2].data(), pieces[2].size()}, *snapshot_, {queue_, counters_},
-                        fragments_, first.release),
+                        hop_.fragments, first.release),
             FrameOutcome::to(1));
   EXPECT_EQ(run(pieces[1]), FrameOutcome::to(1));
   Bytes backend = slice(pieces[0], kL3 + 24, 16);

@@ -59,16 +59,21 @@ inline config::Config lab_config(std::vector<std::string> backends = {"10.2.0.2:
   return c;
 }
 
+// `slots`: where the backends' per-backend counter slots come from (held by the tables while they
+// live, as the fast path's are); null: none, nothing is counted per backend.
 inline std::shared_ptr<const ConfigTables> config_tables(const config::Config& c,
-                                                         packet::ServiceTableOptions options = {}) {
+                                                         packet::ServiceTableOptions options = {},
+                                                         BackendSlots* slots = nullptr) {
   auto port_of = [](std::string_view name) -> std::optional<std::uint32_t> {
     if (name == "port0") return 0;
     if (name == "port1") return 1;
     return std::nullopt;
   };
+  BackendSlotLease lease = slots ? slots->lease() : BackendSlotLease();
+  if (slots) take_counter_slots(options, lease);
   return std::make_shared<const ConfigTables>(
       ConfigTables{packet::build_service_table(c.services, options),
-                   packet::RouteTable::build(c.routes, port_of), c.xdp.encap});
+                   packet::RouteTable::build(c.routes, port_of), c.xdp.encap, std::move(lease)});
 }
 
 // The kernel: connected routes on both ports (2001:db8:1::/64 and 2001:db8:2::/64 too),

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <map>
 #include <set>
 #include <thread>
 
@@ -36,9 +37,11 @@ net::IpAddress destination_of(const std::vector<std::uint8_t>& frame) {
 class WorkerTest : public ::testing::Test {
  protected:
   // Ports at slots 0 and 1 unless `slots` says otherwise; `tx_entries` sizes each tx ring.
-  void start(std::vector<std::uint32_t> slots = {0, 1}, std::uint32_t tx_entries = 128) {
-    board_ = std::make_unique<SnapshotBoard>(
-        snapshot(config_tables(lab_config()), next_hop_tables()), 1);
+  // `tables`: the lab's when null.
+  void start(std::vector<std::uint32_t> slots = {0, 1}, std::uint32_t tx_entries = 128,
+             std::shared_ptr<const ConfigTables> tables = nullptr) {
+    if (!tables) tables = config_tables(lab_config());
+    board_ = std::make_unique<SnapshotBoard>(snapshot(std::move(tables), next_hop_tables()), 1);
     std::vector<WorkerPort> ports;
     for (std::uint32_t slot : slots) {
       fakes_.push_back(std::make_unique<FakePort>(umem_, kFrameBytes, 128, tx_entries));
@@ -127,6 +130,29 @@ TEST_F(WorkerTest, ForwardsBetweenPortsWithoutCopyingAndConservesEveryFrame) {
   EXPECT_EQ(c.ports[1].tx_packets.value(), 40u);
   EXPECT_EQ(c.ports[0].tx_packets.value(), 7u);
   EXPECT_EQ(c.rejected_frames.value(), 0u);
+}
+
+TEST_F(WorkerTest, CountsWhatEachBackendWasSentAndRepliedInItsSlot) {
+  BackendSlots slots;
+  start({0, 1}, 128, config_tables(lab_config(), {}, &slots));
+  for (std::uint16_t i = 0; i < 40; ++i) receive(0, request(static_cast<std::uint16_t>(1000 + i)));
+  receive(1, reply("10.2.0.3"), 7);
+  EXPECT_TRUE(worker_->poll_once());
+  std::map<std::string, std::uint64_t> sent;
+  std::uint64_t bytes = 0;
+  for (const auto& f : fakes_[1]->transmit()) {
+    ++sent[destination_of(f).to_string() + ":53"];
+    bytes += f.size() - 14;
+  }
+  ASSERT_EQ(sent.size(), 3u);
+  std::uint64_t counted_bytes = 0;
+  for (const auto& [backend, n] : sent) {
+    const BackendTraffic& c = worker_->backend_counters()[*slots.slot_of("dns", endpoint(backend))];
+    EXPECT_EQ(c.in_packets.value(), n) << backend;
+    EXPECT_EQ(c.out_packets.value(), backend == "10.2.0.3:53" ? 7u : 0u) << backend;
+    counted_bytes += c.in_bytes.value();
+  }
+  EXPECT_EQ(counted_bytes, bytes);
 }
 
 TEST_F(WorkerTest, CountsEachDropReasonAndReturnsTheFramesToTheSlab) {
