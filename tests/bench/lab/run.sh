@@ -32,6 +32,12 @@
 # form (plaintext, single_pass, four_pass; CIDs from tests/quic/ferry_quic_cid_encode) next to
 # the same packets with quic_lb off (maglev: the 4-tuple, flow table), full checksums, alternated
 # REPEATS times, and writes tests/bench/results/quic-lab.md.
+# DSR=1 measures instead direct server return (docs/dsr.md): balance with the bench service's
+# "forwarding" nat (today's rewrite), ipip and gue (the request inside an outer header to the
+# backend, xdp.encap's source the gateway's g1 address), next to the kernel's DNAT (nftables; this
+# kernel has no ipip/fou devices to encapsulate with) and the in-kernel XDP redirect, alternated
+# REPEATS times, and writes tests/bench/results/dsr-lab.md. The backend side (g1, b0) runs an MTU
+# of 1600, as a DSR network does, so 1500-byte frames fit once encapsulated.
 # FERRYD_B=PATH measures instead this tree's ferryd next to another build's (PATH, e.g. a previous
 # revision's) and to this one with FERRY_XSK_IGNORE_XDP_MATCH=1 (the worker matches every frame
 # itself), balance only, alternated REPEATS times, and writes tests/bench/results/lab-ab.md.
@@ -50,10 +56,12 @@ out="$root/tests/bench/results/lab.md"
 affinity_mode="${AFFINITY:-}"
 iphop_mode="${IPHOP:-}"
 quic_mode="${QUIC:-}"
+dsr_mode="${DSR:-}"
 repeats="${REPEATS:-3}"
 [ -n "$affinity_mode" ] && out="$root/tests/bench/results/flows.md"
 [ -n "$iphop_mode" ] && out="$root/tests/bench/results/ip-hop.md"
 [ -n "$quic_mode" ] && out="$root/tests/bench/results/quic-lab.md" && checksums=full
+[ -n "$dsr_mode" ] && out="$root/tests/bench/results/dsr-lab.md" && checksums=full
 ferryd_b="${FERRYD_B:-}"
 [ -n "$ferryd_b" ] && out="$root/tests/bench/results/lab-ab.md"
 [ -z "$ferryd_b" ] || [ -x "$ferryd_b" ] || { echo "run.sh: FERRYD_B=$ferryd_b is not a program" >&2; exit 1; }
@@ -101,6 +109,7 @@ for a in 10.10.2.2 10.10.2.3 10.10.2.4; do ip -n "$B" addr add "$a/24" dev b0; d
 ip -n "$B" addr add "$ROUTED/32" dev b0
 for l in "$C c0" "$G g0" "$G g1" "$B b0"; do set -- $l; ip -n "$1" link set "$2" up; done
 ip -n "$C" route add default via 10.10.1.1
+if [ -n "$dsr_mode" ]; then ip -n "$G" link set g1 mtu 1600; ip -n "$B" link set b0 mtu 1600; fi
 ip -n "$B" route add default via 10.10.2.1
 ip -n "$G" route add 10.10.3.0/24 via 10.10.2.2 dev g1
 in_ns "$G" sysctl -qw net.ipv4.ip_forward=1
@@ -122,8 +131,12 @@ in_ns "$C" ping -c1 -W1 10.10.1.1 >/dev/null
 
 # write_config [AFFINITY [QUIC_LB_JSON SERVER_ID...]]: the bench service's affinity (flow, the
 # default, or none); with QUIC_LB_JSON its quic_lb section and the three backends' server IDs.
+# $forwarding (nat unless set) is the service's forwarding mode.
+forwarding=nat
 write_config() {
   local backends="\"10.10.2.2:$PORT\", \"10.10.2.3:$PORT\", \"10.10.2.4:$PORT\"" quic_lb=""
+  local encap=""
+  [ "$forwarding" != nat ] && encap=', "encap": { "source": "10.10.2.1" }'
   if [ $# -ge 5 ]; then
     quic_lb="\"quic_lb\": $2,"
     backends="{ \"address\": \"10.10.2.2:$PORT\", \"server_id\": \"$3\" },
@@ -135,9 +148,9 @@ write_config() {
   "control": { "socket": "$work/ferryd.sock", "group": null },
   "metrics": { "listen": null },
   "log": { "level": "notice" },
-  "xdp": { "interfaces": [ { "name": "g0" }, { "name": "g1" } ] },
+  "xdp": { "interfaces": [ { "name": "g0" }, { "name": "g1" } ]$encap },
   "services": [ { "name": "bench", "vip": "$VIP", "port": $PORT, "protocols": ["udp"],
-                  "affinity": "${1:-flow}", $quic_lb
+                  "affinity": "${1:-flow}", "forwarding": "$forwarding", $quic_lb
                   "backends": [$backends] } ],
   "routes": [ { "prefix": "10.10.3.0/24", "via": "g1" } ]
 }
@@ -430,6 +443,33 @@ if [ -n "$quic_mode" ]; then
     "ferry balance (one worker, pinned) of QUIC short-header packets (0x40, then the connection ID, then filler) whose connection IDs name the three backends' server IDs in turn: \`plaintext\` (2-byte server ID + 6-byte nonce), \`single_pass\` (3 + 13, AES-128-ECB), \`four_pass\` (2 + 6, the four-pass Feistel, three AES blocks), each with the service's \`quic_lb\` on, next to \`maglev\`: the same packets with \`quic_lb\` off (the 4-tuple: flow table, then Maglev). Full UDP checksums." \
     maglev maglev plaintext single_pass four_pass
   awk '{ r[$1] += $2; f[$1] += $3 } END { printf "\nRouted by connection ID / fell back, all rounds (`ferry_xsk_quic_lb_routed_total`, `ferry_xsk_quic_lb_fallback_total`, warm-ups included):"; for (k in r) printf " %s %d / %d;", k, r[k], f[k]; print "" }' "$work/quic.tsv" >>"$out"
+  cat "$out"
+  exit 0
+fi
+if [ -n "$dsr_mode" ]; then
+  : >"$work/encap.tsv"
+  for size in $sizes; do
+    for rep in $(seq "$repeats"); do
+      nat_on
+      measure kernel balance "$size" "$VIP" "$PORT"
+      in_ns "$G" nft delete table ip ferrylab
+      for forwarding in nat ipip gue; do
+        write_config flow
+        start_ferryd
+        measure "$forwarding" balance "$size" "$VIP" "$PORT"
+        ferry_stats 'print(sys.argv[1], total("ferry_xsk_encapsulated_packets_total"), total("ferry_xsk_drops_total"))' "$forwarding" >>"$work/encap.tsv"
+        stop_ferryd
+      done
+      forwarding=nat
+      in_ns "$G" bpftool net attach xdpdrv pinned "$bpffs/prog/xdp_redirect" dev g0
+      measure xdp-redirect balance "$size" "$VIP" "$PORT"
+      in_ns "$G" bpftool net detach xdpdrv dev g0
+    done
+  done
+  report_kinds "direct server return next to NAT" "DSR=1 tests/bench/lab/run.sh" \
+    "ferry balance (one worker, pinned) of UDP to the bench service with \`forwarding\` \`nat\` (the rewrite), \`ipip\` (IPv4-in-IPv4, 20 bytes more) and \`gue\` (GUE over IPv4, 28 bytes more) to the three backends on the 1600-byte-MTU backend side, next to \`kernel\` (nftables DNAT) and \`xdp-redirect\` (the in-kernel XDP redirect between the veths, no rewrite: the ceiling). Full UDP checksums." \
+    nat kernel nat ipip gue xdp-redirect
+  awk '{ e[$1] += $2; d[$1] += $3 } END { printf "\nEncapsulated / dropped by the worker, all rounds (`ferry_xsk_encapsulated_packets_total`, `ferry_xsk_drops_total`, warm-ups included):"; for (k in e) printf " %s %d / %d;", k, e[k], d[k]; print "" }' "$work/encap.tsv" >>"$out"
   cat "$out"
   exit 0
 fi

@@ -2,7 +2,8 @@
  *  - xdp_redirect: the ceiling. Every IPv4 frame arriving on the gateway's client-side veth gets
  *    the next hop's MACs and leaves through the DEVMAP to the backend-side veth, all inside the
  *    driver's NAPI poll: no AF_XDP, no user space, no copy.
- *  - xdp_sink: the sink's counter point. Drops UDP and ICMP destination unreachable (the ICMP
+ *  - xdp_sink: the sink's counter point. Drops UDP, IPIP (DSR=1's ipip rows, which the sink's
+ *    stack would answer with protocol unreachable) and ICMP destination unreachable (the ICMP
  *    row's errors) after the veth counted them in rx_packets (so the sink's own stack costs
  *    nothing); ARP, pings and the rest pass, so next hops still resolve.
  * The MACs come in as -DDST_MAC=0x..,0x.. -DSRC_MAC=... when the script compiles this file. */
@@ -48,7 +49,7 @@ int xdp_sink(struct xdp_md *ctx) {
   if ((void *)(eth + 1) > data_end || eth->h_proto != bpf_htons(ETH_P_IP)) return XDP_PASS;
   struct iphdr *ip = (void *)(eth + 1);
   if ((void *)(ip + 1) > data_end) return XDP_PASS;
-  if (ip->protocol == IPPROTO_UDP) return XDP_DROP;
+  if (ip->protocol == IPPROTO_UDP || ip->protocol == IPPROTO_IPIP) return XDP_DROP;
   if (ip->protocol != IPPROTO_ICMP || ip->ihl != 5) return XDP_PASS;
   __u8 *icmp_type = (void *)(ip + 1);  /* linux/icmp.h would pull in the C library's headers */
   if ((void *)(icmp_type + 1) > data_end) return XDP_PASS;
