@@ -356,7 +356,8 @@ TEST(TopView, AnEncapsulatingServiceIsOneRowWithItsForwardingAndNoReplies) {
   tcp_only["services"][1]["protocols"] = {"tcp"};
   tcp_only["services"][1]["paths"] = {{"tcp", "fastpath"}};
   tcp_only["services"][1]["forwarding"] = "ipip";
-  const TopRow& web = find_row(build_top_view(tcp_only, s.index, TopSort::name), "web6");
+  const TopView tcp_view = build_top_view(tcp_only, s.index, TopSort::name);
+  const TopRow& web = find_row(tcp_view, "web6");
   EXPECT_EQ(web.protocol, "tcp");
   EXPECT_EQ(web.path, "fastpath ipip");
   EXPECT_EQ(web.figures.in_pps, 100) << "the XDP program's count, not an echo's";
