@@ -30,37 +30,51 @@ FrameOutcome encapsulate_to(packet::FrameBytes frame, packet::ParsedPacket& p,
                             const packet::Service& service, std::uint16_t b,
                             packet::L4Checksum checksum, const Snapshot& s, FrameSinks sinks,
                             const IpHop& hop) noexcept {
+  // No error about an ICMP error (RFC 1812 4.3.2.7, RFC 4443 2.4 (e)): one that expires here or
+  // does not fit the tunnel is dropped.
+  const bool answers = p.protocol != IPPROTO_ICMP && p.protocol != IPPROTO_ICMPV6;
   if (!packet::hop_limit_allows_forward(p)) {
+    if (!answers) return FrameOutcome::dropped(Drop::ttl_expired);
     return steps::answer_with_error(frame, p, steps::time_exceeded(p.version), Drop::ttl_expired, s,
                                     sinks, hop);
   }
-  const ConfigTables& tables = *s.config;
   if (b == packet::MaglevTable::kNoBackend || b >= service.backends.size()) {
     return FrameOutcome::dropped(Drop::no_backend);
   }
-  const net::IpAddress& backend = service.backends[b].address;
-  const bool outer_v6 = !backend.is_v4();
+  return encapsulate_as(frame, p, target_of(service, b, p, *s.config), checksum, s, sinks, hop,
+                        answers);
+}
+
+EncapTarget target_of(const packet::Service& service, std::uint16_t b,
+                      const packet::ParsedPacket& p, const ConfigTables& tables) noexcept {
+  EncapTarget t;
+  t.kind = service.forwarding == config::Forwarding::ipip ? packet::EncapKind::ipip
+                                                          : packet::EncapKind::gue;
+  t.backend = service.backends[b].address;
+  t.flow_hash = static_cast<std::uint32_t>(packet::flow_hash(p, tables.services.flow_hash_seed()));
+  t.counter_slot = service.counter_slot(b);
+  return t;
+}
+
+FrameOutcome encapsulate_as(packet::FrameBytes frame, packet::ParsedPacket& p, const EncapTarget& t,
+                            packet::L4Checksum checksum, const Snapshot& s, FrameSinks sinks,
+                            const IpHop& hop, bool answers) noexcept {
+  const ConfigTables& tables = *s.config;
+  const bool outer_v6 = !t.backend.is_v4();
   // Validation gives every encapsulating service the source its backends' family needs.
   const std::optional<net::IpAddress>& source = !tables.encap ? std::nullopt
                                                 : outer_v6    ? tables.encap->source6
                                                               : tables.encap->source;
   if (!source) return FrameOutcome::dropped(Drop::no_route);
-  const packet::EncapKind kind = service.forwarding == config::Forwarding::ipip
-                                     ? packet::EncapKind::ipip
-                                     : packet::EncapKind::gue;
-  const std::uint32_t overhead = packet::encap_overhead(kind, outer_v6);
+  const std::uint32_t overhead = packet::encap_overhead(t.kind, outer_v6);
 
   // The outer packet leaves by the kernel's route to the backend; it must fit that link whole.
   const auto version = outer_v6 ? packet::IpVersion::v6 : packet::IpVersion::v4;
-  const KernelRoute* r = s.next_hops->routes.lookup(backend.bytes, version);
+  const KernelRoute* r = s.next_hops->routes.lookup(t.backend.bytes, version);
   if (!r) return FrameOutcome::dropped(Drop::no_route);
   std::uint32_t mtu = s.ports && r->port < s.ports->mtu.size() ? s.ports->mtu[r->port] : 0;
-  if (mtu != 0 && packet::encapsulated_ip_bytes(p.l3_bytes, kind, outer_v6) > mtu) {
-    // An ICMP error about a reply (encapsulate_to() from ip_hop) gets no error of its own
-    // (RFC 1812 4.3.2.7, RFC 4443 2.4 (e)).
-    if (p.protocol == IPPROTO_ICMP || p.protocol == IPPROTO_ICMPV6) {
-      return FrameOutcome::dropped(Drop::too_big);
-    }
+  if (mtu != 0 && packet::encapsulated_ip_bytes(p.l3_bytes, t.kind, outer_v6) > mtu) {
+    if (!answers) return FrameOutcome::dropped(Drop::too_big);
     std::uint32_t inner_mtu = mtu > overhead ? mtu - overhead : 0;
     return steps::answer_with_error(frame, p, steps::too_big(p.version, inner_mtu), Drop::too_big,
                                     s, sinks, hop);
@@ -71,21 +85,19 @@ FrameOutcome encapsulate_to(packet::FrameBytes frame, packet::ParsedPacket& p,
   steps::finish_checksum(frame, p, checksum, sinks.counters);
   packet::decrement_hop_limit(frame, p);
 
-  const auto hash =
-      static_cast<std::uint32_t>(packet::flow_hash(p, tables.services.flow_hash_seed()));
   packet::EncapHeader outer;
-  outer.kind = kind;
-  outer.destination = backend;
+  outer.kind = t.kind;
+  outer.destination = t.backend;
   // Only IPIP over IPv4 varies its source within source_prefix; GUE spreads flows by its UDP
   // source port and IPv6 by its flow label, both from `source` / `source6` (docs/dsr.md).
   const bool source_per_flow =
-      kind == packet::EncapKind::ipip && !outer_v6 && tables.encap->source_prefix;
-  outer.source = source_per_flow
-                     ? packet::ipip_source_in_prefix(*tables.encap->source_prefix, *source, hash)
-                     : *source;
+      t.kind == packet::EncapKind::ipip && !outer_v6 && tables.encap->source_prefix;
+  outer.source = source_per_flow ? packet::ipip_source_in_prefix(*tables.encap->source_prefix,
+                                                                 *source, t.flow_hash)
+                                 : *source;
   outer.gue_port = tables.encap->gue_port;
   outer.ip_id = hop.next_ip_id ? (*hop.next_ip_id)++ : 0;
-  outer.flow_hash = hash;
+  outer.flow_hash = t.flow_hash;
   const std::uint32_t inner_bytes = p.l3_bytes;
   packet::FrameBytes room(frame.data() - hop.headroom, hop.headroom + frame.size());
   packet::Encapsulated e = packet::encapsulate(room, hop.headroom, p, outer);
@@ -93,10 +105,10 @@ FrameOutcome encapsulate_to(packet::FrameBytes frame, packet::ParsedPacket& p,
 
   // p is the outer packet now, to the backend: along the route the MTU was checked on.
   FrameOutcome o = steps::send_along(e.frame(room), p, *r, s, sinks);
-  EncapPath path = path_of(kind, outer_v6);
+  EncapPath path = path_of(t.kind, outer_v6);
   sinks.counters.encapsulated_packets[static_cast<std::size_t>(path)].add();
   sinks.counters.encapsulated_bytes[static_cast<std::size_t>(path)].add(inner_bytes);
-  sinks.to_backend(service.counter_slot(b), inner_bytes);
+  sinks.to_backend(t.counter_slot, inner_bytes);
   o.front = hop.headroom - e.frame_offset;
   o.length = e.frame_bytes;
   return o;

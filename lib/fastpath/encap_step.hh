@@ -6,6 +6,7 @@
 
 #include <cstdint>
 
+#include "lib/fastpath/encap_target.hh"
 #include "lib/fastpath/frame_processor.hh"
 #include "lib/packet/checksum.hh"
 #include "lib/packet/parse.hh"
@@ -33,5 +34,19 @@ FrameOutcome encapsulate_to(packet::FrameBytes frame, packet::ParsedPacket& p,
                             const packet::Service& service, std::uint16_t backend,
                             packet::L4Checksum checksum, const Snapshot& s, FrameSinks sinks,
                             const IpHop& hop) noexcept;
+
+// Where `service`'s backend `backend` (a valid index) gets packet `p`: its tunnel, address and
+// counter slot, and p's flow hash for the outer header.
+EncapTarget target_of(const packet::Service& service, std::uint16_t backend,
+                      const packet::ParsedPacket& p, const ConfigTables& tables) noexcept;
+
+// The encapsulation itself, to `target`: what encapsulate_to() does once the backend is known,
+// without the hop limit's check (the caller's). `answers`: a packet too big for the tunnel gets
+// fragmentation needed / packet too big; false for what may get no error (an ICMP error, a
+// fragment but the first: RFC 1812 4.3.2.7), dropped as too_big.
+FrameOutcome encapsulate_as(packet::FrameBytes frame, packet::ParsedPacket& p,
+                            const EncapTarget& target, packet::L4Checksum checksum,
+                            const Snapshot& s, FrameSinks sinks, const IpHop& hop,
+                            bool answers) noexcept;
 
 }  // namespace ferry::fastpath

@@ -17,6 +17,7 @@
 #include <memory>
 #include <span>
 
+#include "lib/fastpath/encap_target.hh"
 #include "lib/packet/fragment.hh"
 #include "lib/packet/parse.hh"
 
@@ -37,6 +38,7 @@ enum class FragmentRewrite : std::uint8_t {
   destination,  // a request to a VIP: the destination becomes the backend's address
   source,       // a backend's reply: the source becomes the VIP
   reflect,      // to a reflect service's VIP: the addresses swapped, sent back out of `port`
+  encapsulate,  // to an encapsulating service: inside the outer header to `encap`'s backend
 };
 
 struct FragmentDecision {
@@ -47,6 +49,7 @@ struct FragmentDecision {
   // valid under the tables of build `tables_serial` only (a slot may change hands at a reload).
   std::uint32_t counter_slot = ~0u;  // packet::kNoCounterSlot: none
   std::uint64_t tables_serial = 0;
+  EncapTarget encap;  // encapsulate: where every fragment goes, under the same outer header
 };
 
 // What record() makes of a fragment.

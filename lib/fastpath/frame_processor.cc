@@ -111,8 +111,8 @@ Acted act(packet::FrameBytes frame, packet::ParsedPacket& p, const Snapshot& s,
       match.service->action == packet::ServiceAction::reflect) {
     return {outcome(packet::reflect(frame, p, ingress_slot), missed)};
   }
-  // The first fragment of a datagram to an encapsulating service (whole packets never come here:
-  // process_frame() encapsulates them): not carried yet (docs/dsr.md).
+  // Requests to an encapsulating service never come here: process_frame() and process_fragment()
+  // encapsulate them (encap_step.hh).
   if (match.kind == packet::MatchKind::to_service && match.service->encapsulates()) {
     return {FrameOutcome::dropped(Drop::unexpected)};
   }

@@ -16,27 +16,38 @@ namespace {
 // What the first fragment's action did to its addresses, for the rest of the datagram.
 FragmentDecision decision_of(const packet::ParsedPacket& arrived, const packet::ParsedPacket& p,
                              std::uint32_t ingress_slot) {
+  FragmentDecision d;
   if (p.dst_address == arrived.src_address && p.src_address == arrived.dst_address &&
       arrived.src_address != arrived.dst_address) {
-    return {FragmentRewrite::reflect, {}, ingress_slot};  // both changed: swapped
+    d.rewrite = FragmentRewrite::reflect;  // both changed: swapped
+    d.port = ingress_slot;
+  } else if (p.dst_address != arrived.dst_address) {
+    d.rewrite = FragmentRewrite::destination;
+    d.address = p.dst_address;
+  } else if (p.src_address != arrived.src_address) {
+    d.rewrite = FragmentRewrite::source;
+    d.address = p.src_address;
   }
-  if (p.dst_address != arrived.dst_address) {
-    return {FragmentRewrite::destination, p.dst_address};
-  }
-  if (p.src_address != arrived.src_address) return {FragmentRewrite::source, p.src_address};
-  return {FragmentRewrite::none, {}};
+  return d;
 }
 
 // A later fragment of a decided datagram: its first fragment's addresses, then one routed hop
 // like the first (balanced ones by the kernel's route to the new destination, routed ones by
 // their configured route). No error is sent about a later fragment (RFC 1812 4.3.2.7).
 FrameOutcome follow_first(packet::FrameBytes frame, packet::ParsedPacket& p, const Snapshot& s,
-                          FrameSinks sinks, const FragmentDecision& d) {
+                          FrameSinks sinks, const FragmentDecision& d, const IpHop& hop) {
   // As the first fragment went: swapped, TTL kept, back out of the port it came in on.
   if (d.rewrite == FragmentRewrite::reflect) {
     return steps::outcome(packet::reflect(frame, p, d.port), NeighbourKey{});
   }
   if (!packet::hop_limit_allows_forward(p)) return FrameOutcome::dropped(Drop::ttl_expired);
+  if (d.rewrite == FragmentRewrite::encapsulate) {
+    // Into the first fragment's tunnel to its backend, under the same outer source or port.
+    EncapTarget t = d.encap;
+    if (d.tables_serial != s.config->backend_slots.serial())
+      t.counter_slot = packet::kNoCounterSlot;
+    return encapsulate_as(frame, p, t, packet::L4Checksum::full, s, sinks, hop, false);
+  }
   if (d.rewrite == FragmentRewrite::destination) {
     packet::rewrite_address(frame, p, packet::Side::destination, d.address);
   } else if (d.rewrite == FragmentRewrite::source) {
@@ -73,6 +84,36 @@ packet::ParsedPacket reversed_quote(const packet::ParsedPacket& outer, const pac
   q.dst_address = e.quoted_src;
   q.dst_port = e.quoted_src_port;
   return q;
+}
+
+// The first fragment of a datagram to an encapsulating service: to the backend its UDP header
+// chooses, encapsulated as a whole request is (an answer if it does not fit the tunnel), and the
+// datagram's later fragments are to follow it there (or be refused with it).
+FrameOutcome encapsulate_first(packet::FrameBytes frame, packet::ParsedPacket& p,
+                               const packet::Service& service, const Snapshot& s, FrameSinks sinks,
+                               FlowAffinity flows, const IpHop& hop, std::uint32_t slot) {
+  FrameOutcome o = FrameOutcome::dropped(Drop::no_backend);
+  if (!packet::hop_limit_allows_forward(p)) {
+    o = steps::answer_with_error(frame, p, steps::time_exceeded(p.version), Drop::ttl_expired, s,
+                                 sinks, hop);
+  } else {
+    const std::uint16_t b = steps::RequestChooser{frame, *s.config, sinks, flows}(service, p);
+    if (b != packet::MaglevTable::kNoBackend && b < service.backends.size()) {
+      FragmentDecision decision;
+      decision.rewrite = FragmentRewrite::encapsulate;
+      decision.encap = target_of(service, b, p, *s.config);
+      decision.tables_serial = s.config->backend_slots.serial();
+      o = encapsulate_as(frame, p, decision.encap, packet::L4Checksum::full, s, sinks, hop, true);
+      // Sent into the tunnel, the frame grew at its front; an answer (too big) leaves in its place.
+      if (o.fate != Fate::drop && o.front != 0) {
+        hop.fragments->decide(slot, decision);
+        sinks.counters.fragments_forwarded.add();
+        return o;
+      }
+    }
+  }
+  hop.fragments->refuse(slot);
+  return o;
 }
 
 }  // namespace
@@ -124,7 +165,7 @@ FrameOutcome process_fragment(packet::FrameBytes frame, packet::ParsedPacket& p,
   }
   if (!f.first()) {
     if (seen == FragmentSeen::undecided) return FrameOutcome::waiting(slot);
-    FrameOutcome o = follow_first(frame, p, s, sinks, hop.fragments->decision(slot));
+    FrameOutcome o = follow_first(frame, p, s, sinks, hop.fragments->decision(slot), hop);
     if (o.fate != Fate::drop) sinks.counters.fragments_forwarded.add();
     return o;
   }
@@ -132,7 +173,13 @@ FrameOutcome process_fragment(packet::FrameBytes frame, packet::ParsedPacket& p,
   // the whole datagram, which only the incremental update can keep right: never finished here
   // (a sender that fragments has computed it anyway).
   packet::ParsedPacket arrived = p;
-  steps::Acted a = steps::act(frame, p, s, ingress_slot, sinks, flows);
+  const packet::ServiceMatch match = steps::match_frame(*s.config, p, {}, sinks);
+  if (match.kind == packet::MatchKind::to_service && match.service->encapsulates()) {
+    FrameOutcome o = encapsulate_first(frame, p, *match.service, s, sinks, flows, hop, slot);
+    o.release = slot;
+    return o;
+  }
+  steps::Acted a = steps::act(frame, p, s, ingress_slot, sinks, flows, match);
   FrameOutcome o = a.outcome;
   if (o.fate == Fate::drop) {
     hop.fragments->refuse(slot);
@@ -149,14 +196,15 @@ FrameOutcome process_fragment(packet::FrameBytes frame, packet::ParsedPacket& p,
 }
 
 FrameOutcome follow_held(packet::FrameBytes frame, const Snapshot& s, FrameSinks sinks,
-                         const FragmentTable& fragments, std::uint32_t datagram) noexcept {
+                         const FragmentTable& fragments, std::uint32_t datagram,
+                         const IpHop& hop) noexcept {
   if (fragments.refused(datagram)) return FrameOutcome::dropped(Drop::fragment_refused);
   packet::ParsedPacket p;
   packet::Fragment f;
   if (packet::parse_fragment(frame, p, f) != packet::FragmentParse::fragment) {
     return FrameOutcome::dropped(Drop::malformed);  // it parsed when it was held
   }
-  FrameOutcome o = follow_first(frame, p, s, sinks, fragments.decision(datagram));
+  FrameOutcome o = follow_first(frame, p, s, sinks, fragments.decision(datagram), hop);
   if (o.fate != Fate::drop) sinks.counters.fragments_forwarded.add();
   return o;
 }

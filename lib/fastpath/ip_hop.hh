@@ -29,9 +29,11 @@ FrameOutcome process_fragment(packet::FrameBytes frame, packet::ParsedPacket& p,
                               const IpHop& hop) noexcept;
 
 // A later fragment the fragment table held for slot `datagram`, once its first fragment decided
-// (or had the datagram refused): it follows the decision.
+// (or had the datagram refused): it follows the decision (into the first fragment's tunnel for an
+// encapsulating service: `hop.headroom` is the held frame's own).
 FrameOutcome follow_held(packet::FrameBytes frame, const Snapshot& s, FrameSinks sinks,
-                         const FragmentTable& fragments, std::uint32_t datagram) noexcept;
+                         const FragmentTable& fragments, std::uint32_t datagram,
+                         const IpHop& hop) noexcept;
 
 // An error about a reply a VIP sent goes to the backend that serves the quoted flow (the flow
 // table's entry, else Maglev's choice), quoting the reply as that backend sent it; an error about

@@ -283,8 +283,9 @@ void Worker::release_fragments(std::uint32_t datagram, const Snapshot& snapshot,
   for (std::uint32_t n; (n = fragments_.take_held(datagram, taken)) != 0;) {
     for (std::uint32_t i = 0; i < n; ++i) {
       const FragmentTable::HeldFrame& h = taken[i];
-      FrameOutcome o = follow_held(packet::frame_bytes(slab_.packet(h.addr, h.len), h.len),
-                                   snapshot, sinks, fragments_, datagram);
+      FrameOutcome o =
+          follow_held(packet::frame_bytes(slab_.packet(h.addr, h.len), h.len), snapshot, sinks,
+                      fragments_, datagram, ip_hop(h.addr, h.len, now_ms));
       dispose(h.addr, h.len, o, now_ms, drops);
     }
   }

@@ -166,6 +166,7 @@ class DsrLab:
                        "--no-resolv", "--no-hosts", "--no-poll", "--bind-interfaces",
                        f"--listen-address={VIP4}", f"--listen-address={VIP6}", f"--port={DNS}",
                        "--local=/example.test/", f"--txt-record=who.example.test,{name}",
+                       "--edns-packet-max=4096",
                        "--log-queries", f"--log-facility={log}")
 
         def listening():

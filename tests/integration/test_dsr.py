@@ -6,9 +6,10 @@ dnsmasq over DNS (dig, UDP and TCP, and dnsperf losing nothing). Replies never c
 gateway; two services share one backend address and port; an established TCP connection keeps
 its backend when the backends change (a backend added by reload, weights, drain); a request too
 big for the link once encapsulated gets its ICMP, and a TCP upload with the client's default MSS
-gets through by path MTU discovery."""
+gets through by path MTU discovery; a fragmented query reaches its backend whole."""
 import hashlib
 import socket
+import sys
 
 import pytest
 
@@ -235,3 +236,52 @@ def test_tcp_upload_with_default_mss_finds_the_path_mtu(served):
     code, answer = lab.curl(VIP4, "/name", timeout=60,
                             extra=("-X", "POST", "--data-binary", f"@{body}"))
     check(code in (200, 405), f"the upload reached nginx: {code}")
+
+
+# A TXT query for who.example.test padded to about 2 KB with an EDNS padding option (RFC 7830),
+# sent from the client's stack with fragmentation allowed (IPv4: IP_PMTUDISC_DONT), retried up to
+# three times a second apart as a resolver does; prints the answer's TXT strings.
+PADDED_QUERY = r"""
+import socket, struct, sys
+vip, src = sys.argv[1], sys.argv[2]
+family = socket.AF_INET6 if ":" in vip else socket.AF_INET
+s = socket.socket(family, socket.SOCK_DGRAM)
+if family == socket.AF_INET:
+    s.setsockopt(socket.IPPROTO_IP, 10, 0)  # IP_MTU_DISCOVER = IP_PMTUDISC_DONT
+s.bind((src, 0))
+s.settimeout(1.0)
+qname = b"\x03who\x07example\x04test\x00"
+pad = 2000
+query = (struct.pack("!HHHHHH", 0x2c2c, 0x0100, 1, 0, 0, 1) + qname + struct.pack("!HH", 16, 1)
+         + b"\x00" + struct.pack("!HHIH", 41, 4096, 0, 4 + pad) + struct.pack("!HH", 12, pad)
+         + bytes(pad))
+for attempt in range(3):
+    s.sendto(query, (vip, 53))
+    try:
+        answer = s.recv(4096)
+    except socket.timeout:
+        continue
+    print("answered on attempt", attempt + 1, "rcode", answer[3] & 0xf, answer[12 + len(qname) + 4:])
+    break
+else:
+    print("no answer")
+"""
+
+
+@pytest.mark.parametrize("vip,src", [(VIP4, CLIENT4), (VIP6, CLIENT6)])
+def test_a_fragmented_query_reaches_its_backend_whole(served, vip, src):
+    """A DNS query of about 2 KB (EDNS padding): the client's stack sends it in fragments; every
+    fragment goes inside the tunnel to its first fragment's backend (a first fragment too big
+    once encapsulated gets its ICMP, and the resolver's retry fits the MTU the client learned),
+    the backend reassembles the query and answers with its name."""
+    lab, d = served
+    forwarded = total(d, "ferry_xsk_fragments_forwarded_total")
+    try:
+        r = lab.client.run(sys.executable, "-c", PADDED_QUERY, vip, src, check=False)
+    finally:  # the path MTU the client learned is this test's: the others start from the link's
+        lab.client.run("ip", "-6" if ":" in vip else "-4", "route", "flush", "cache", check=False)
+    print(r.stdout, r.stderr, flush=True)
+    check("answered" in r.stdout and "rcode 0" in r.stdout, f"the padded query answered: {r.stdout}")
+    check(any(name in r.stdout for name in NAMES), f"a backend's name in the answer: {r.stdout}")
+    check(total(d, "ferry_xsk_fragments_forwarded_total") >= forwarded + 2,
+          "the query's fragments went through the workers")

@@ -14,6 +14,7 @@
 
 #include "lib/fastpath/flow_table.hh"
 #include "lib/fastpath/frame_processor.hh"
+#include "lib/fastpath/ip_hop.hh"
 #include "lib/packet/balance.hh"
 #include "lib/packet/icmp.hh"
 #include "lib/packet/parse.hh"
@@ -153,16 +154,31 @@ class EncapStepTest : public ::testing::Test {
   FrameOutcome run(Bytes& frame, std::uint32_t headroom = kHeadroom, FlowAffinity flows = {}) {
     Bytes chunk(headroom + frame.size() + kRoom, 0);
     std::copy(frame.begin(), frame.end(), chunk.begin() + headroom);
+    FrameOutcome o = process_frame({chunk.data() + headroom, frame.size()}, *snapshot_, 0,
+                                   {queue_, counters_}, flows, hop(headroom));
+    frame = slice(chunk, headroom - o.front, o.length != 0 ? o.length : frame.size());
+    return o;
+  }
+  // follow_held() as the worker calls it for a fragment the table held for `datagram`.
+  FrameOutcome run_held(Bytes& frame, std::uint32_t datagram) {
+    Bytes chunk(kHeadroom + frame.size() + kRoom, 0);
+    std::copy(frame.begin(), frame.end(), chunk.begin() + kHeadroom);
+    FrameOutcome o = follow_held({chunk.data() + kHeadroom, frame.size()}, *snapshot_,
+                                 {queue_, counters_}, fragments_, datagram, hop(kHeadroom));
+    frame = slice(chunk, kHeadroom - o.front, o.length != 0 ? o.length : frame.size());
+    return o;
+  }
+  IpHop hop(std::uint32_t headroom) {
     IpHop hop;
+    hop.fragments = &fragments_;
     hop.icmp_limit = &icmp_limit_;
     hop.next_ip_id = &next_ip_id_;
     hop.now_ms = 5000;
     hop.room = kRoom;
+    hop.orphans = orphans_;
+    hop.orphan_count = &orphan_count_;
     hop.headroom = headroom;
-    FrameOutcome o = process_frame({chunk.data() + headroom, frame.size()}, *snapshot_, 0,
-                                   {queue_, counters_}, flows, hop);
-    frame = slice(chunk, headroom - o.front, o.length != 0 ? o.length : frame.size());
-    return o;
+    return hop;
   }
   // The frames a request of `spec` leaves as when it is sent twice: one flow, two packets.
   std::array<Bytes, 2> sent_twice(const FrameSpec& spec) {
@@ -273,6 +289,9 @@ class EncapStepTest : public ::testing::Test {
   std::unique_ptr<Snapshot> snapshot_;
   packet::IcmpRateLimit icmp_limit_;
   std::uint16_t next_ip_id_ = 0x100;
+  FragmentTable fragments_;
+  std::array<std::uint64_t, FragmentTable::Limits{}.held_frames> orphans_{};
+  std::uint32_t orphan_count_ = 0;
   ResolutionQueue queue_;
   WorkerCounters counters_;
 };
@@ -370,6 +389,104 @@ TEST_P(EncapPathTest, LessHeadroomThanTheOuterHeaderDropsTheRequestUntouched) {
             sent_with_front(1, path.overhead, original.size() + path.overhead))
       << "exactly the outer header's room is enough";
   EXPECT_EQ(encapsulated(path.counted_as), 1u);
+}
+
+// The fragments of a 3,008-byte UDP datagram (3,000 bytes of data): three pieces of at most 1,480
+// (IPv4) or 1,448 (IPv6) bytes, 8-byte multiples but the last.
+std::vector<Bytes> fragments_of(const BuiltFrame& whole, packet::IpVersion version) {
+  if (version == packet::IpVersion::v4) {
+    return {ipv4_fragment(whole, 0, 1480, true), ipv4_fragment(whole, 1480, 1480, true),
+            ipv4_fragment(whole, 2960, 48, false)};
+  }
+  return {ipv6_fragment(whole, 0, 1448, true, 77), ipv6_fragment(whole, 1448, 1448, true, 77),
+          ipv6_fragment(whole, 2896, 112, false, 77)};
+}
+
+TEST_P(EncapPathTest, EveryFragmentOfADatagramGoesInsideTheTunnelToItsFirstFragmentsBackend) {
+  const Path& path = GetParam();
+  use(dsr_config(path.forwarding), {}, 1600);  // the backend side fits a full fragment encapsulated
+  const BuiltFrame whole = build_frame(large_request(40000, 3000, path.version));
+  const net::IpAddress backend = maglev_backend(whole.bytes, service_name());
+  std::vector<Bytes> pieces = fragments_of(whole, path.version);
+  const std::vector<Bytes> arrived = pieces;
+
+  // The last fragment comes first: held for the first.
+  FrameOutcome last = run(pieces[2]);
+  ASSERT_EQ(last.fate, Fate::wait);
+  FrameOutcome first = run(pieces[0]);
+  ASSERT_EQ(first.fate, Fate::forward);
+  EXPECT_EQ(first.release, last.datagram) << "the held fragment is released by the first";
+  EXPECT_EQ(run(pieces[1]).fate, Fate::forward);
+  pieces[2] = arrived[2];
+  EXPECT_EQ(run_held(pieces[2], last.datagram).fate, Fate::forward);
+
+  for (std::size_t i = 0; i < pieces.size(); ++i) {
+    const Bytes& f = pieces[i];
+    SCOPED_TRACE(i);
+    ASSERT_EQ(f.size(), arrived[i].size() + path.overhead);
+    EXPECT_EQ(outer_destination(f, path.version), backend);
+    EXPECT_EQ(outer_source(f, path.version), source());
+    // The inner fragment as it came, one hop less.
+    const std::size_t inner = kL3 + path.overhead;
+    const std::size_t ttl = path.v4() ? 8 : 7;
+    EXPECT_EQ(f[inner + ttl], arrived[i][kL3 + ttl] - 1) << "TTL / hop limit";
+    const std::size_t after = path.v4() ? 12 : 8;  // past the TTL and, for IPv4, its checksum
+    EXPECT_EQ(slice(f, inner + after, f.size() - inner - after),
+              slice(arrived[i], kL3 + after, arrived[i].size() - kL3 - after));
+    if (path.v4()) {
+      EXPECT_EQ(stored16(f, inner + 10), reference_ipv4_checksum(f, inner, 20));
+    }
+  }
+  // One flow: the same outer header (GUE source port, IPv6 flow label) for every fragment.
+  if (path.gue()) {
+    const std::size_t udp = kL3 + path.outer_ip_bytes();
+    for (const Bytes& f : pieces) EXPECT_EQ(stored16(f, udp), stored16(pieces[0], udp));
+  }
+  if (!path.v4()) {
+    for (const Bytes& f : pieces)
+      EXPECT_EQ(slice(f, kL3, 4), slice(pieces[0], kL3, 4)) << "flow label";
+  }
+  EXPECT_EQ(counters_.fragments_forwarded.value(), 3u);
+  EXPECT_EQ(encapsulated(path.counted_as), 3u);
+}
+
+TEST_P(EncapPathTest, AFirstFragmentTooBigForTheTunnelIsAnsweredALaterOneOnlyDropped) {
+  const Path& path = GetParam();
+  const BuiltFrame whole = build_frame(large_request(40000, 3000, path.version));
+  // A link of 1,400 bytes: a 620-byte first fragment fits once encapsulated, a 1,400-byte one not.
+  use(dsr_config(path.forwarding), {}, 1400);
+  const std::size_t header = path.v4() ? 20 : 48;  // IPv6: the fixed header and the Fragment one
+  const std::size_t big = (1400 - header) / 8 * 8;
+  std::vector<Bytes> fits = path.v4()
+                                ? std::vector<Bytes>{ipv4_fragment(whole, 0, 600, true),
+                                                     ipv4_fragment(whole, 600, big, true)}
+                                : std::vector<Bytes>{ipv6_fragment(whole, 0, 600, true, 78),
+                                                     ipv6_fragment(whole, 600, big, true, 78)};
+  EXPECT_EQ(run(fits[0]).fate, Fate::forward);
+  FrameOutcome later = run(fits[1]);
+  EXPECT_EQ(later.fate, Fate::drop);
+  EXPECT_EQ(later.drop, Drop::too_big) << "no error about a fragment but the first";
+
+  // Another datagram of the same flow (another identification).
+  auto other = [&](std::size_t offset, std::size_t data, bool more) {
+    if (!path.v4()) return ipv6_fragment(whole, offset, data, more, 79);
+    Bytes f = ipv4_fragment(whole, offset, data, more);
+    put16(f, kL3 + 4, 0x4242);
+    fix_ipv4_checksum(f, kL3);
+    return f;
+  };
+  Bytes first = other(0, big, true);
+  FrameOutcome answered = run(first);
+  EXPECT_EQ(answered.fate, Fate::forward) << "the client gets fragmentation needed / too big";
+  EXPECT_EQ(answered.egress_slot, 0u);
+  packet::ParsedPacket p;
+  packet::ParseError err = packet::parse_frame({first.data(), first.size()}, p);
+  EXPECT_TRUE(err == packet::ParseError::none || err == packet::ParseError::unsupported_protocol);
+  EXPECT_EQ(p.protocol, path.v4() ? std::uint8_t{IPPROTO_ICMP} : std::uint8_t{IPPROTO_ICMPV6});
+  // The rest of that datagram is refused with it.
+  Bytes rest = other(big, 48, false);
+  EXPECT_EQ(run(rest).drop, Drop::fragment_refused);
+  EXPECT_EQ(encapsulated_total(), 1u) << "the first datagram's first fragment only";
 }
 
 INSTANTIATE_TEST_SUITE_P(

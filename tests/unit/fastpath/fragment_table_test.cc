@@ -33,8 +33,15 @@ packet::Fragment piece(std::uint32_t offset, std::uint32_t data, bool more, std:
   return f;
 }
 
-const FragmentDecision kToBackend{FragmentRewrite::destination, addr("10.2.0.3")};
-const FragmentDecision kToOtherBackend{FragmentRewrite::destination, addr("10.2.0.4")};
+FragmentDecision to_backend(const char* address) {
+  FragmentDecision d;
+  d.rewrite = FragmentRewrite::destination;
+  d.address = addr(address);
+  return d;
+}
+
+const FragmentDecision kToBackend = to_backend("10.2.0.3");
+const FragmentDecision kToOtherBackend = to_backend("10.2.0.4");
 
 // The table, the slot of the last record() and the frames it gave up.
 class FragmentTableTest : public ::testing::Test {

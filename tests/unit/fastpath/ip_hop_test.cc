@@ -237,7 +237,7 @@ TEST_F(IpHopTest, ALaterFragmentBeforeItsFirstWaitsAndThenFollowsIt) {
   ASSERT_EQ(hop_.fragments.take_held(decides.release, taken), 1u);
   EXPECT_EQ(taken[0].addr, 0x1000u);
   EXPECT_EQ(follow_held({later.data(), later.size()}, *snapshot_, {queue_, counters_},
-                        hop_.fragments, decides.release),
+                        hop_.fragments, decides.release, hop_.at(now_ms_, kRoom)),
             FrameOutcome::to(1));
   EXPECT_EQ(destination_of(later), destination_of(first));
   EXPECT_EQ(destination_of(first), maglev_backend(40001));
@@ -257,7 +257,7 @@ TEST_F(IpHopTest, EveryFragmentToAReflectServiceComesBackFromItsVip) {
   Bytes first = ipv4_fragment(whole, 0, 1000, true);
   ASSERT_EQ(run(first).fate, Fate::forward);
   EXPECT_EQ(follow_held({middle.data(), middle.size()}, *snapshot_, {queue_, counters_},
-                        hop_.fragments, waits.datagram),
+                        hop_.fragments, waits.datagram, hop_.at(now_ms_, kRoom)),
             FrameOutcome::to(0))
       << "back out of the port it came in on";
   Bytes last = ipv4_fragment(whole, 1504, 504, false);
@@ -520,7 +520,7 @@ TEST_F(IpHopTest, Ipv6FragmentsOfABalancedDatagramFollowTheirFirst) {
   EXPECT_EQ(first.egress_slot, 1u);
   EXPECT_EQ(first.release, waits.datagram);
   EXPECT_EQ(follow_held({pieces[2].data(), pieces[2].size()}, *snapshot_, {queue_, counters_},
-                        hop_.fragments, first.release),
+                        hop_.fragments, first.release, hop_.at(now_ms_, kRoom)),
             FrameOutcome::to(1));
   EXPECT_EQ(run(pieces[1]), FrameOutcome::to(1));
   Bytes backend = slice(pieces[0], kL3 + 24, 16);
