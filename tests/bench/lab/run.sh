@@ -34,8 +34,9 @@
 # REPEATS times, and writes tests/bench/results/quic-lab.md.
 # DSR=1 measures instead direct server return (docs/dsr.md): balance with the bench service's
 # "forwarding" nat (today's rewrite), ipip and gue (the request inside an outer header to the
-# backend, xdp.encap's source the gateway's g1 address), next to the kernel's DNAT (nftables; this
-# kernel has no ipip/fou devices to encapsulate with) and the in-kernel XDP redirect, alternated
+# backend, xdp.encap's source the gateway's g1 address), next to the kernel's forwarding, its DNAT
+# (nftables; this kernel has no ipip/fou devices to encapsulate with) and the in-kernel XDP
+# redirect, alternated
 # REPEATS times, and writes tests/bench/results/dsr-lab.md. The backend side (g1, b0) runs an MTU
 # of 1600, as a DSR network does, so 1500-byte frames fit once encapsulated.
 # FERRYD_B=PATH measures instead this tree's ferryd next to another build's (PATH, e.g. a previous
@@ -450,6 +451,7 @@ if [ -n "$dsr_mode" ]; then
   : >"$work/encap.tsv"
   for size in $sizes; do
     for rep in $(seq "$repeats"); do
+      measure kernel-forward route "$size" "$ROUTED" 9
       nat_on
       measure kernel balance "$size" "$VIP" "$PORT"
       in_ns "$G" nft delete table ip ferrylab
@@ -467,8 +469,8 @@ if [ -n "$dsr_mode" ]; then
     done
   done
   report_kinds "direct server return next to NAT" "DSR=1 tests/bench/lab/run.sh" \
-    "ferry balance (one worker, pinned) of UDP to the bench service with \`forwarding\` \`nat\` (the rewrite), \`ipip\` (IPv4-in-IPv4, 20 bytes more) and \`gue\` (GUE over IPv4, 28 bytes more) to the three backends on the 1600-byte-MTU backend side, next to \`kernel\` (nftables DNAT) and \`xdp-redirect\` (the in-kernel XDP redirect between the veths, no rewrite: the ceiling). Full UDP checksums." \
-    nat kernel nat ipip gue xdp-redirect
+    "ferry balance (one worker, pinned) of UDP to the bench service with \`forwarding\` \`nat\` (the rewrite), \`ipip\` (IPv4-in-IPv4, 20 bytes more) and \`gue\` (GUE over IPv4, 28 bytes more) to the three backends on the 1600-byte-MTU backend side, next to \`kernel-forward\` (the kernel forwarding the same UDP to a routed address, no DNAT), \`kernel\` (nftables DNAT) and \`xdp-redirect\` (the in-kernel XDP redirect between the veths, no rewrite: the ceiling). Full UDP checksums." \
+    nat kernel-forward kernel nat ipip gue xdp-redirect
   awk '{ e[$1] += $2; d[$1] += $3 } END { printf "\nEncapsulated / dropped by the worker, all rounds (`ferry_xsk_encapsulated_packets_total`, `ferry_xsk_drops_total`, warm-ups included):"; for (k in e) printf " %s %d / %d;", k, e[k], d[k]; print "" }' "$work/encap.tsv" >>"$out"
   cat "$out"
   exit 0
