@@ -1,8 +1,6 @@
 // Direct server return: a request sent to its backend inside an outer header.
 #include "lib/fastpath/encap_step.hh"
 
-#include <netinet/in.h>
-
 #include "lib/fastpath/frame_steps.hh"
 #include "lib/packet/encap.hh"
 #include "lib/packet/flow_hash.hh"
@@ -20,21 +18,17 @@ EncapPath path_of(packet::EncapKind kind, bool outer_v6) {
 
 FrameOutcome encapsulate(packet::FrameBytes frame, packet::ParsedPacket& p,
                          const packet::Service& service, packet::L4Checksum checksum,
-                         const Snapshot& s, FrameSinks sinks, FlowAffinity flows,
-                         const IpHop& hop) noexcept {
+                         const Snapshot& s, FrameSinks sinks, FlowAffinity flows, const IpHop& hop,
+                         std::optional<EncapTarget>* sent_to) noexcept {
   std::uint16_t b = steps::RequestChooser{frame, *s.config, sinks, flows}(service, p);
-  return encapsulate_to(frame, p, service, b, checksum, s, sinks, hop);
+  return encapsulate_to(frame, p, service, b, checksum, s, sinks, hop, sent_to);
 }
 
 FrameOutcome encapsulate_to(packet::FrameBytes frame, packet::ParsedPacket& p,
                             const packet::Service& service, std::uint16_t b,
                             packet::L4Checksum checksum, const Snapshot& s, FrameSinks sinks,
-                            const IpHop& hop) noexcept {
-  // No error about an ICMP error (RFC 1812 4.3.2.7, RFC 4443 2.4 (e)): one that expires here or
-  // does not fit the tunnel is dropped.
-  const bool answers = p.protocol != IPPROTO_ICMP && p.protocol != IPPROTO_ICMPV6;
+                            const IpHop& hop, std::optional<EncapTarget>* sent_to) noexcept {
   if (!packet::hop_limit_allows_forward(p)) {
-    if (!answers) return FrameOutcome::dropped(Drop::ttl_expired);
     return steps::answer_with_error(frame, p, steps::time_exceeded(p.version), Drop::ttl_expired, s,
                                     sinks, hop);
   }
@@ -42,7 +36,7 @@ FrameOutcome encapsulate_to(packet::FrameBytes frame, packet::ParsedPacket& p,
     return FrameOutcome::dropped(Drop::no_backend);
   }
   return encapsulate_as(frame, p, target_of(service, b, p, *s.config), checksum, s, sinks, hop,
-                        answers);
+                        sent_to);
 }
 
 EncapTarget target_of(const packet::Service& service, std::uint16_t b,
@@ -58,7 +52,7 @@ EncapTarget target_of(const packet::Service& service, std::uint16_t b,
 
 FrameOutcome encapsulate_as(packet::FrameBytes frame, packet::ParsedPacket& p, const EncapTarget& t,
                             packet::L4Checksum checksum, const Snapshot& s, FrameSinks sinks,
-                            const IpHop& hop, bool answers) noexcept {
+                            const IpHop& hop, std::optional<EncapTarget>* sent_to) noexcept {
   const ConfigTables& tables = *s.config;
   const bool outer_v6 = !t.backend.is_v4();
   // Validation gives every encapsulating service the source its backends' family needs.
@@ -74,7 +68,6 @@ FrameOutcome encapsulate_as(packet::FrameBytes frame, packet::ParsedPacket& p, c
   if (!r) return FrameOutcome::dropped(Drop::no_route);
   std::uint32_t mtu = s.ports && r->port < s.ports->mtu.size() ? s.ports->mtu[r->port] : 0;
   if (mtu != 0 && packet::encapsulated_ip_bytes(p.l3_bytes, t.kind, outer_v6) > mtu) {
-    if (!answers) return FrameOutcome::dropped(Drop::too_big);
     std::uint32_t inner_mtu = mtu > overhead ? mtu - overhead : 0;
     return steps::answer_with_error(frame, p, steps::too_big(p.version, inner_mtu), Drop::too_big,
                                     s, sinks, hop);
@@ -102,6 +95,7 @@ FrameOutcome encapsulate_as(packet::FrameBytes frame, packet::ParsedPacket& p, c
   packet::FrameBytes room(frame.data() - hop.headroom, hop.headroom + frame.size());
   packet::Encapsulated e = packet::encapsulate(room, hop.headroom, p, outer);
   if (!e.ok()) return FrameOutcome::dropped(Drop::malformed);
+  if (sent_to) *sent_to = t;
 
   // p is the outer packet now, to the backend: along the route the MTU was checked on.
   FrameOutcome o = steps::send_along(e.frame(room), p, *r, s, sinks);

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 
 #include "lib/fastpath/encap_target.hh"
 #include "lib/fastpath/frame_processor.hh"
@@ -21,10 +22,12 @@ namespace ferry::fastpath {
 // exceeded) and a checksum left partial by its sender (`checksum`), finished first. Too big for
 // the egress link once encapsulated: fragmentation needed / packet too big to the client with the
 // MTU less the outer header, never a silent drop. No allocation, lock, syscall or exception.
+// `sent_to`, if given, is set to where the packet went once it is encapsulated (the fragment
+// table keeps it for the datagram's later fragments); left as it is otherwise.
 FrameOutcome encapsulate(packet::FrameBytes frame, packet::ParsedPacket& p,
                          const packet::Service& service, packet::L4Checksum checksum,
-                         const Snapshot& s, FrameSinks sinks, FlowAffinity flows,
-                         const IpHop& hop) noexcept;
+                         const Snapshot& s, FrameSinks sinks, FlowAffinity flows, const IpHop& hop,
+                         std::optional<EncapTarget>* sent_to = nullptr) noexcept;
 
 // ... to the service's backend `backend` (an index into service.backends, or kNoBackend: dropped
 // as no_backend), chosen by the caller: an ICMP error about a reply a backend sent the client
@@ -33,7 +36,8 @@ FrameOutcome encapsulate(packet::FrameBytes frame, packet::ParsedPacket& p,
 FrameOutcome encapsulate_to(packet::FrameBytes frame, packet::ParsedPacket& p,
                             const packet::Service& service, std::uint16_t backend,
                             packet::L4Checksum checksum, const Snapshot& s, FrameSinks sinks,
-                            const IpHop& hop) noexcept;
+                            const IpHop& hop,
+                            std::optional<EncapTarget>* sent_to = nullptr) noexcept;
 
 // Where `service`'s backend `backend` (a valid index) gets packet `p`: its tunnel, address and
 // counter slot, and p's flow hash for the outer header.
@@ -41,12 +45,11 @@ EncapTarget target_of(const packet::Service& service, std::uint16_t backend,
                       const packet::ParsedPacket& p, const ConfigTables& tables) noexcept;
 
 // The encapsulation itself, to `target`: what encapsulate_to() does once the backend is known,
-// without the hop limit's check (the caller's). `answers`: a packet too big for the tunnel gets
-// fragmentation needed / packet too big; false for what may get no error (an ICMP error, a
-// fragment but the first: RFC 1812 4.3.2.7), dropped as too_big.
+// without the hop limit's check (the caller's). Too big for the tunnel: answered as
+// steps::answer_with_error() allows (never about a fragment but the first, nor an ICMP error).
 FrameOutcome encapsulate_as(packet::FrameBytes frame, packet::ParsedPacket& p,
                             const EncapTarget& target, packet::L4Checksum checksum,
                             const Snapshot& s, FrameSinks sinks, const IpHop& hop,
-                            bool answers) noexcept;
+                            std::optional<EncapTarget>* sent_to = nullptr) noexcept;
 
 }  // namespace ferry::fastpath

@@ -178,9 +178,10 @@ FrameOutcome send_along(packet::FrameBytes frame, const packet::ParsedPacket& p,
 FrameOutcome answer_with_error(packet::FrameBytes frame, packet::ParsedPacket& p,
                                const packet::IcmpReason& reason, Drop why, const Snapshot& s,
                                FrameSinks sinks, const IpHop& hop) noexcept {
-  // RFC 1812 4.3.2.7: no error about a fragment but the first (nor, by construction, about an
-  // ICMP error: only UDP datagrams and TCP segments come here).
-  if (!hop.icmp_limit || !hop.next_ip_id || !s.ports || p.fragment_tail) {
+  // RFC 1812 4.3.2.7, RFC 4443 2.4 (e): no error about a fragment but the first, nor about an ICMP
+  // error (the only ICMP the fast path carries: one about a reply, on its way into a tunnel).
+  const bool icmp_error = p.protocol == IPPROTO_ICMP || p.protocol == IPPROTO_ICMPV6;
+  if (!hop.icmp_limit || !hop.next_ip_id || !s.ports || p.fragment_tail || icmp_error) {
     return FrameOutcome::dropped(why);
   }
   const KernelRoute* r = s.next_hops->routes.lookup(p.src_address, p.version);

@@ -121,8 +121,9 @@ inline void finish_checksum(packet::FrameBytes frame, const packet::ParsedPacket
 }
 
 // Turns the datagram in `frame` (parsed as p, as it arrived) into the ICMP error `reason` from
-// the gateway to its sender and routes it; rate-limited. When no error can be sent the datagram
-// is dropped as `why`; either way `why` is counted as the datagram's drop.
+// the gateway to its sender and routes it; rate-limited. When no error can be sent (or may be:
+// none about a fragment but the first, nor about an ICMP error) the datagram is dropped as `why`;
+// either way `why` is counted as the datagram's drop.
 FrameOutcome answer_with_error(packet::FrameBytes frame, packet::ParsedPacket& p,
                                const packet::IcmpReason& reason, Drop why, const Snapshot& s,
                                FrameSinks sinks, const IpHop& hop) noexcept;

@@ -46,7 +46,7 @@ FrameOutcome follow_first(packet::FrameBytes frame, packet::ParsedPacket& p, con
     EncapTarget t = d.encap;
     if (d.tables_serial != s.config->backend_slots.serial())
       t.counter_slot = packet::kNoCounterSlot;
-    return encapsulate_as(frame, p, t, packet::L4Checksum::full, s, sinks, hop, false);
+    return encapsulate_as(frame, p, t, packet::L4Checksum::full, s, sinks, hop);
   }
   if (d.rewrite == FragmentRewrite::destination) {
     packet::rewrite_address(frame, p, packet::Side::destination, d.address);
@@ -92,27 +92,19 @@ packet::ParsedPacket reversed_quote(const packet::ParsedPacket& outer, const pac
 FrameOutcome encapsulate_first(packet::FrameBytes frame, packet::ParsedPacket& p,
                                const packet::Service& service, const Snapshot& s, FrameSinks sinks,
                                FlowAffinity flows, const IpHop& hop, std::uint32_t slot) {
-  FrameOutcome o = FrameOutcome::dropped(Drop::no_backend);
-  if (!packet::hop_limit_allows_forward(p)) {
-    o = steps::answer_with_error(frame, p, steps::time_exceeded(p.version), Drop::ttl_expired, s,
-                                 sinks, hop);
-  } else {
-    const std::uint16_t b = steps::RequestChooser{frame, *s.config, sinks, flows}(service, p);
-    if (b != packet::MaglevTable::kNoBackend && b < service.backends.size()) {
-      FragmentDecision decision;
-      decision.rewrite = FragmentRewrite::encapsulate;
-      decision.encap = target_of(service, b, p, *s.config);
-      decision.tables_serial = s.config->backend_slots.serial();
-      o = encapsulate_as(frame, p, decision.encap, packet::L4Checksum::full, s, sinks, hop, true);
-      // Sent into the tunnel, the frame grew at its front; an answer (too big) leaves in its place.
-      if (o.fate != Fate::drop && o.front != 0) {
-        hop.fragments->decide(slot, decision);
-        sinks.counters.fragments_forwarded.add();
-        return o;
-      }
-    }
+  std::optional<EncapTarget> sent_to;
+  FrameOutcome o =
+      encapsulate(frame, p, service, packet::L4Checksum::full, s, sinks, flows, hop, &sent_to);
+  if (o.fate == Fate::drop || !sent_to) {  // dropped, or answered in its place (too big, expiring)
+    hop.fragments->refuse(slot);
+    return o;
   }
-  hop.fragments->refuse(slot);
+  FragmentDecision decision;
+  decision.rewrite = FragmentRewrite::encapsulate;
+  decision.encap = *sent_to;
+  decision.tables_serial = s.config->backend_slots.serial();
+  hop.fragments->decide(slot, decision);
+  sinks.counters.fragments_forwarded.add();
   return o;
 }
 
