@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 
+from fastpath_lab import TX_CSUM
 from harness import TestFailure, base_config, check_eq, wait_until
 from netns import Netns, end_all, sh, veth
 
@@ -116,6 +117,12 @@ class DsrLab:
             if decap:
                 for ns in self.backends:
                     self.decap(ns, "attach", "b0")
+            # What real hosts send: every veth keeps transmit checksum offload on (its default), so
+            # the client's and the backends' UDP and TCP leave with partial checksums.
+            for ns, ifname in ((self.client, "c0"), (self.gw, "g0"),
+                               *((b, "b0") for b in self.backends)):
+                state = ns.run(sys.executable, "-c", TX_CSUM, ifname).stdout.strip()
+                check_eq(state, "1", f"transmit checksum offload of {ifname} (the veth default)")
         except Exception:
             self.close()
             raise
