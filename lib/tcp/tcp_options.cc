@@ -1,6 +1,7 @@
 // The operator's tcp section turned into runtime options (see tcp_options.hh).
 #include "lib/tcp/tcp_options.hh"
 
+#include "lib/common/env.hh"
 #include "lib/uring/config_bridge.hh"
 #include "lib/uring/probe.hh"
 
@@ -34,9 +35,10 @@ TcpOptions tcp_options_from(const config::TcpConfig& tcp, runtime::HeartbeatHook
                                        .buffer_bytes = tcp.buffers.bytes,
                                        .group_id = 0,
                                        .incremental = rt.recv_modes.incremental};
-  rt.recv_limits = uring::RecvLimits{
-      .socket_cap_bytes = tcp.buffers.recv_credit_bytes,
-      .dormant_after = std::chrono::milliseconds(tcp.buffers.recv_credit_idle_ms)};
+  rt.recv_limits =
+      uring::RecvLimits{.socket_cap_bytes = tcp.buffers.recv_credit_bytes,
+                        .dormant_after = std::chrono::milliseconds(tcp.buffers.recv_credit_idle_ms),
+                        .grow_streams = !env_flag("FERRY_URING_NO_STREAM_GROWTH")};
   rt.heartbeat = std::move(heartbeat);
   out.listener_mode = listener_mode_with_env(ListenerMode::reuseport);
   // No multishot means none at all: FERRY_URING_MULTISHOT=0 turns accepts single-shot too.
@@ -55,7 +57,8 @@ nlohmann::json TcpOptions::to_json() const {
            {{"count", runtime.buffers ? runtime.buffers->count : 0},
             {"bytes", runtime.buffers ? runtime.buffers->buffer_bytes : 0},
             {"recv_credit_bytes", runtime.recv_limits.socket_cap_bytes},
-            {"recv_credit_idle_ms", runtime.recv_limits.dormant_after.count()}}}};
+            {"recv_credit_idle_ms", runtime.recv_limits.dormant_after.count()},
+            {"stream_growth", runtime.recv_limits.grow_streams}}}};
 }
 
 }  // namespace ferry::tcp

@@ -76,6 +76,7 @@ class RecvSocket {
   std::uint32_t armed_limit_bytes_ = 0;
   std::uint64_t delivered_bytes_ = 0;
   std::uint32_t peak_cqe_bytes_ = 0;
+  bool queued_after_ = false;  // the last completion said bytes were still queued (SOCK_NONEMPTY)
   RecvSocket* holder_prev_ = nullptr;
   RecvSocket* holder_next_ = nullptr;
   bool holder_ = false;
@@ -91,10 +92,15 @@ class RecvSocket {
 // then holds min_bytes of credit, one that receives 64 KiB responses climbs to the cap in a few
 // recvs. When the first parked socket waited dormant_after, recvs that received nothing for that
 // long stop counting against the ring, so idle connections never keep sockets with data waiting.
+// A stream grows past the cap: a recv that took its whole limit and left bytes queued in the
+// socket (IORING_CQE_F_SOCK_NONEMPTY) doubles its next limit, up to the socket's own cap
+// (RecvSocket::set_recv_cap_bytes, the proxy's high-water mark) and a quarter of the ring. A
+// response that fills its recv leaves nothing queued and stays at the cap.
 struct RecvLimits {
   std::uint32_t socket_cap_bytes = 0;
   std::uint32_t min_bytes = 4096;  // raised to one buffer on a ring without incremental buffers
   std::chrono::milliseconds dormant_after{50};
+  bool grow_streams = true;  // FERRY_URING_NO_STREAM_GROWTH=1 turns it off (ferryd)
 };
 // The default cap (tcp.buffers.recv_credit_bytes): one 64 KiB response per recv, 64 of them at
 // once on a 256 x 16 KiB ring.
@@ -191,6 +197,7 @@ class RecvEngine {
   void end_recv(RecvSocket& socket);             // cancel the recv, keep the socket (pause, credit)
   void shrink_if_small(RecvSocket& socket);
   void resize_want(RecvSocket& socket);
+  std::uint32_t stream_limit(const RecvSocket& socket) const;  // 0: not a stream
   void return_credit(RecvSocket& socket);
   RecvEvent finish(RecvSocket& socket, RecvEvent::Kind kind, int error);
 

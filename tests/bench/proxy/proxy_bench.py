@@ -292,6 +292,7 @@ class Nginx(Proxy):
 class Ferry(Proxy):
     name = "ferry"
     binary = None
+    env = {}  # added to ferryd's environment
 
     def start(self):
         self.port = free_port()
@@ -300,7 +301,7 @@ class Ferry(Proxy):
         if os.path.exists(notify_path):
             os.unlink(notify_path)
         self.notify = Notifications(notify_path)
-        env = dict(os.environ, NOTIFY_SOCKET=notify_path)
+        env = dict(os.environ, NOTIFY_SOCKET=notify_path, **self.env)
         env.pop("JOURNAL_STREAM", None)
         with open(self.log_path, "w") as log:
             self.proc = subprocess.Popen([self.binary, "--config", cfg], stdout=log,
@@ -351,7 +352,15 @@ class FerryNoCredit(FerryBigRing):
     buffers = {"recv_credit_bytes": 0}
 
 
-KINDS = {"direct": Direct, "ferry-ring4096": FerryBigRing, "ferry-nocredit": FerryNoCredit, "ferry": Ferry, "haproxy": HAProxy, "haproxy-splice": HAProxySplice,
+class FerryNoStreamGrowth(Ferry):
+    """ferry with FERRY_URING_NO_STREAM_GROWTH=1: every recv stays within the ring credit's cap
+    (64 KiB), as before streams grew their recvs to the high-water mark."""
+
+    name = "ferry-nogrowth"
+    env = {"FERRY_URING_NO_STREAM_GROWTH": "1"}
+
+
+KINDS = {"direct": Direct, "ferry-nogrowth": FerryNoStreamGrowth, "ferry-ring4096": FerryBigRing, "ferry-nocredit": FerryNoCredit, "ferry": Ferry, "haproxy": HAProxy, "haproxy-splice": HAProxySplice,
          "nginx": Nginx}
 
 

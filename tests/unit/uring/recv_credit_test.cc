@@ -1,7 +1,8 @@
 // Ring credit (RecvLimits): with a per-recv cap, more connections than the ring can serve at once
 // never see -ENOBUFS, one recv never takes more than the cap, an idle recv lends its credit to a
 // socket that has data waiting once it went dormant, and each socket's limit adapts to its
-// messages (small ones hold little credit, large ones climb to the cap).
+// messages (small ones hold little credit, large ones climb to the cap, a stream past it to its
+// socket's own limit).
 #include <gtest/gtest.h>
 #include <sys/socket.h>
 
@@ -101,6 +102,37 @@ TEST_P(RecvCredit, MoreConnectionsThanTheRingServesNeverSeeEnobufs) {
   EXPECT_EQ(h.max_outstanding_gap, 1u);
 }
 
+// The most bytes one recv of a socket delivered: completions summed until the recv ended.
+struct RecvSizes {
+  std::uint64_t most_per_recv = 0;
+  std::uint64_t this_recv = 0;
+  std::uint64_t ended = 0;
+  void see(const RecvSocket& s, const RecvEvent& e) {
+    if (e.kind == RecvEvent::Kind::data) {
+      this_recv += e.bytes;
+      most_per_recv = std::max(most_per_recv, this_recv);
+    }
+    if (s.recvs_ended() != ended) {
+      ended = s.recvs_ended();
+      this_recv = 0;
+    }
+  }
+};
+
+// Watches `socket`: checks and gives back every data completion, records the recv sizes, then
+// calls `also` (if any) after each event.
+void watch_checked(RecvHarness& h, RecvSocket& socket, StreamVerifier& verifier, RecvSizes& sizes,
+                   std::function<void(const RecvSocket&)> also = {}) {
+  h.watch(socket, [&h, &verifier, &sizes, also](RecvSocket& s, const RecvEvent& e) {
+    if (e.kind == RecvEvent::Kind::data) {
+      verifier.check(e.spans);
+      h.engine.release(e.spans);
+    }
+    sizes.see(s, e);
+    if (also) also(s);
+  });
+}
+
 // 256 KiB queued on one socket, cap 16 KiB: every completion carries at most 16 KiB and each recv
 // ends (without IORING_CQE_F_MORE) by the time it delivered the cap, then re-arms.
 TEST_P(RecvCredit, OneRecvNeverTakesMoreThanTheCap) {
@@ -110,21 +142,8 @@ TEST_P(RecvCredit, OneRecvNeverTakesMoreThanTheCap) {
   testing::TcpPair pair = testing::tcp_pair();
   RecvSocket socket(pair.server.get(), 7);
   StreamVerifier verifier(5);
-  std::uint64_t most_per_recv = 0;
-  std::uint64_t this_recv = 0;
-  std::uint64_t ended = 0;
-  h.watch(socket, [&](RecvSocket& s, const RecvEvent& e) {
-    if (e.kind == RecvEvent::Kind::data) {
-      verifier.check(e.spans);
-      h.engine.release(e.spans);
-      this_recv += e.bytes;
-      most_per_recv = std::max(most_per_recv, this_recv);
-    }
-    if (s.recvs_ended() != ended) {
-      ended = s.recvs_ended();
-      this_recv = 0;
-    }
-  });
+  RecvSizes sizes;
+  watch_checked(h, socket, verifier, sizes);
   constexpr std::size_t kTotal = 256 * kKiB;
   std::vector<std::byte> data(kTotal);
   testing::fill_stream(5, 0, data);
@@ -132,7 +151,7 @@ TEST_P(RecvCredit, OneRecvNeverTakesMoreThanTheCap) {
   ASSERT_TRUE(h.engine.start(socket));
   ASSERT_TRUE(h.run_until([&] { return verifier.offset == kTotal; }));
   EXPECT_EQ(verifier.mismatches, 0u);
-  EXPECT_LE(most_per_recv, 16 * kKiB);
+  EXPECT_LE(sizes.most_per_recv, 16 * kKiB);
   EXPECT_GE(socket.recvs_ended(), kTotal / (16 * kKiB) - 1);
   EXPECT_EQ(h.counters.enobufs.value(), 0u);
   EXPECT_EQ(h.counters.protocol_errors.value(), 0u);
@@ -338,6 +357,97 @@ TEST(RecvCreditAdaptive, WholeBuffersWastedBySmallSegmentsNeverRunTheRingDry) {
   ASSERT_TRUE(close_all(h, conns));
   EXPECT_EQ(h.engine.credit_lent_bytes(), 0u);
   EXPECT_EQ(h.buffers.free_buffers(), 16u);
+}
+
+// What one socket's recvs took while a stream ran: the largest recv and the largest limit the
+// engine gave it.
+struct StreamRun {
+  std::uint64_t most_per_recv = 0;
+  std::uint32_t highest_limit = 0;
+  std::uint64_t mismatches = 0;
+};
+
+// 4 MiB (or, for ResponsesThatFillTheirRecv, N x 64 KiB one at a time) through one socket whose
+// own cap is 256 KiB, on a 4 MiB ring with a 64 KiB credit cap.
+StreamRun run_stream(const RecvLimits& limits, bool one_burst_at_a_time) {
+  RecvHarness h(BufferRingConfig{256, 16 * kKiB, 0, true}, RecvModes{true, true, true}, limits);
+  testing::TcpPair pair = testing::tcp_pair();
+  RecvSocket socket(pair.server.get(), 9);
+  socket.set_recv_cap_bytes(256 * kKiB);
+  StreamVerifier verifier(11);
+  StreamRun run;
+  RecvSizes sizes;
+  watch_checked(h, socket, verifier, sizes, [&](const RecvSocket& s) {
+    run.highest_limit = std::max(run.highest_limit, h.engine.next_limit_bytes(s));
+  });
+  EXPECT_TRUE(h.engine.start(socket));
+  std::vector<std::byte> burst(64 * kKiB);
+  if (one_burst_at_a_time) {
+    // A response at a time: the next is sent once the last was read, so nothing is ever queued
+    // behind a recv that reaches its limit.
+    for (std::uint64_t sent = 0; sent < 16 * burst.size();) {
+      testing::fill_stream(11, sent, burst);
+      EXPECT_EQ(::send(pair.client.get(), burst.data(), burst.size(), 0),
+                static_cast<ssize_t>(burst.size()));
+      sent += burst.size();
+      EXPECT_TRUE(h.run_until([&] { return verifier.offset == sent; }));
+    }
+  } else {
+    // The sender runs ahead of the engine: its socket buffer stays full while recvs end.
+    constexpr std::uint64_t kTotal = 4096 * kKiB;
+    std::thread sender([&pair] {
+      std::vector<std::byte> piece(64 * kKiB);
+      for (std::uint64_t sent = 0; sent < kTotal; sent += piece.size()) {
+        testing::fill_stream(11, sent, piece);
+        if (::send(pair.client.get(), piece.data(), piece.size(), 0) !=
+            static_cast<ssize_t>(piece.size())) {
+          return;
+        }
+      }
+    });
+    EXPECT_TRUE(h.run_until([&] { return verifier.offset == kTotal; }));
+    sender.join();
+  }
+  run.mismatches = verifier.mismatches;
+  run.most_per_recv = sizes.most_per_recv;
+  EXPECT_EQ(h.counters.enobufs.value(), 0u);
+  EXPECT_EQ(h.counters.protocol_errors.value(), 0u);
+  h.engine.close(socket);
+  EXPECT_TRUE(h.run_until([&] { return socket.state() == State::closed; }));
+  EXPECT_EQ(h.engine.credit_lent_bytes(), 0u);
+  EXPECT_EQ(h.buffers.free_buffers(), 256u);
+  return run;
+}
+
+constexpr RecvLimits kCap64K{.socket_cap_bytes = 64 * kKiB, .min_bytes = 4 * kKiB};
+
+// A recv that took its whole limit and left bytes queued (IORING_CQE_F_SOCK_NONEMPTY) doubles the
+// next one past the 64 KiB cap, up to the socket's own 256 KiB and never beyond it.
+TEST(RecvStreamGrowth, AStreamGrowsPastTheCapToTheSocketsOwnLimit) {
+  const StreamRun run = run_stream(kCap64K, false);
+  EXPECT_EQ(run.mismatches, 0u);
+  EXPECT_EQ(run.highest_limit, 256 * kKiB);
+  EXPECT_GT(run.most_per_recv, 64 * kKiB);
+  EXPECT_LE(run.most_per_recv, 256 * kKiB);
+}
+
+// FERRY_URING_NO_STREAM_GROWTH=1 (grow_streams off): the same stream stays within the cap.
+TEST(RecvStreamGrowth, WithoutGrowthAStreamStaysWithinTheCap) {
+  RecvLimits off = kCap64K;
+  off.grow_streams = false;
+  const StreamRun run = run_stream(off, false);
+  EXPECT_EQ(run.mismatches, 0u);
+  EXPECT_EQ(run.highest_limit, 64 * kKiB);
+  EXPECT_LE(run.most_per_recv, 64 * kKiB);
+}
+
+// 64 KiB responses one at a time fill their recv but leave nothing queued: they stay at the cap
+// (one completion per response, the credit other sockets need not taken).
+TEST(RecvStreamGrowth, ResponsesThatFillTheirRecvStayAtTheCap) {
+  const StreamRun run = run_stream(kCap64K, true);
+  EXPECT_EQ(run.mismatches, 0u);
+  EXPECT_EQ(run.highest_limit, 64 * kKiB);
+  EXPECT_LE(run.most_per_recv, 64 * kKiB);
 }
 
 }  // namespace
