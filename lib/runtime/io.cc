@@ -42,11 +42,18 @@ void SendAll::await_suspend(std::coroutine_handle<Task::promise_type> handle) {
 }
 
 void SendAll::submit(Worker& worker) {
-  msg_ = msghdr{};
-  msg_.msg_iov = iov_.data() + first_;
-  msg_.msg_iovlen = std::min<std::size_t>(iov_.size() - first_, IOV_MAX);
   io_uring_sqe* sqe = worker.ring().sqe();
-  io_uring_prep_sendmsg(sqe, fd_, &msg_, MSG_NOSIGNAL);
+  const iovec& head = iov_[first_];
+  if (iov_.size() - first_ == 1 && head.iov_len <= INT_MAX) {
+    // One span (every small message): a plain send, without the message header and iovec the
+    // kernel would copy in and import for a sendmsg.
+    io_uring_prep_send(sqe, fd_, head.iov_base, head.iov_len, MSG_NOSIGNAL);
+  } else {
+    msg_ = msghdr{};
+    msg_.msg_iov = iov_.data() + first_;
+    msg_.msg_iovlen = std::min<std::size_t>(iov_.size() - first_, IOV_MAX);
+    io_uring_prep_sendmsg(sqe, fd_, &msg_, MSG_NOSIGNAL);
+  }
   io_uring_sqe_set_data64(sqe, user_data());
 }
 

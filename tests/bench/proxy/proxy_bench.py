@@ -352,6 +352,13 @@ class FerryNoCredit(FerryBigRing):
     buffers = {"recv_credit_bytes": 0}
 
 
+class FerryB(Ferry):
+    """A second ferryd (--ferryd-b) with the same config: an A/B of two builds in one run."""
+
+    name = "ferry-b"
+    binary = None
+
+
 class FerryNoStreamGrowth(Ferry):
     """ferry with FERRY_URING_NO_STREAM_GROWTH=1: every recv stays within the ring credit's cap
     (64 KiB), as before streams grew their recvs to the high-water mark."""
@@ -360,7 +367,7 @@ class FerryNoStreamGrowth(Ferry):
     env = {"FERRY_URING_NO_STREAM_GROWTH": "1"}
 
 
-KINDS = {"direct": Direct, "ferry-nogrowth": FerryNoStreamGrowth, "ferry-ring4096": FerryBigRing, "ferry-nocredit": FerryNoCredit, "ferry": Ferry, "haproxy": HAProxy, "haproxy-splice": HAProxySplice,
+KINDS = {"direct": Direct, "ferry-b": FerryB, "ferry-nogrowth": FerryNoStreamGrowth, "ferry-ring4096": FerryBigRing, "ferry-nocredit": FerryNoCredit, "ferry": Ferry, "haproxy": HAProxy, "haproxy-splice": HAProxySplice,
          "nginx": Nginx}
 
 
@@ -685,6 +692,7 @@ def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--bin", required=True, help="directory of proxy-load and proxy-backend")
     p.add_argument("--ferryd", required=True)
+    p.add_argument("--ferryd-b", help="a second ferryd to run beside the first (`ferry-b`, an A/B)")
     p.add_argument("--out", required=True)
     p.add_argument("--proxies", default="direct ferry haproxy haproxy-splice nginx")
     p.add_argument("--workers", default="2 1")
@@ -708,10 +716,11 @@ def main():
     a = p.parse_args()
     if a.nice:
         prioritize(a.nice)
-    a.proxies = a.proxies.split()
+    a.proxies = a.proxies.split() + (["ferry-b"] if a.ferryd_b else [])
     a.workers = [int(w) for w in a.workers.split()]
     shapes = [s for s in SHAPES if s[0] in a.shapes.split()]
     Ferry.binary = a.ferryd
+    FerryB.binary = a.ferryd_b
     a.version_lines = versions(a)  # the tree as it is when the run starts
     nofile = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
     maxconn = max(a.idle_connections, 1024) + 16  # HAProxy's cap; the loads need 256

@@ -5,7 +5,7 @@
 #
 #   tests/bench/proxy/run.sh [BUILD_DIR]   (default: build-bench-proxy, configured -Dbench=true)
 #
-# Environment: WORKERS="2 1" DURATION_S=3 REPEAT=3 IDLE_CONNECTIONS=9900 IDLE_WORKERS=2
+# Environment: WORKERS="2 1" DURATION_S=3 REPEAT=3 IDLE_CONNECTIONS=9900 IDLE_WORKERS=2 FERRYD_B=PATH
 # LOAD_THREADS=1 NICE=-15 PROXIES="direct ferry haproxy haproxy-splice nginx" OUT=FILE.
 # Runs as root (nginx starts its workers as nobody); needs haproxy, nginx and libnginx-mod-stream
 # from Debian, and no other haproxy/nginx. About 9 minutes with the defaults.
@@ -28,4 +28,5 @@ exec setsid -w python3 "$here/proxy_bench.py" --bin "$build/tests/bench/proxy" -
   --out "${OUT:-$root/tests/bench/results/proxy.md}" --workers "${WORKERS:-2 1}" \
   --duration-s "${DURATION_S:-3}" --repeat "${REPEAT:-3}" --idle-workers "${IDLE_WORKERS:-2}" \
   --idle-connections "${IDLE_CONNECTIONS:-9900}" --load-threads "${LOAD_THREADS:-1}" \
-  --proxies "${PROXIES:-direct ferry haproxy haproxy-splice nginx}" --nice "${NICE:--15}"
+  --proxies "${PROXIES:-direct ferry haproxy haproxy-splice nginx}" --nice "${NICE:--15}" \
+  ${FERRYD_B:+--ferryd-b "$FERRYD_B"}

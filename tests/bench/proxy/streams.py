@@ -28,14 +28,8 @@ import proxy_bench as pb  # noqa: E402  (the proxies, /proc readings and the run
 SHAPES = [("up-P1", 1, False), ("up-P4", 4, False), ("down-P1", 1, True), ("down-P4", 4, True)]
 
 
-class FerryB(pb.Ferry):
-    """The second ferryd of an A/B (--ferryd-b), with the same config."""
-
-    name = "ferry-b"
-    binary = None
-
-
-KINDS = dict(pb.KINDS, **{"ferry-b": FerryB})
+KINDS = pb.KINDS
+FerryB = pb.FerryB
 
 
 def run_stream(a, port, streams, reverse, pids):
