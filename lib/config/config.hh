@@ -150,7 +150,7 @@ struct ProxyConfig {
   std::uint32_t connect_attempts = 3;       // 1..16 backends tried before the client is reset
   std::uint32_t idle_timeout_ms = 300000;   // 0 (off) or 10..86400000
   std::uint32_t drain_timeout_ms = 10000;   // 0..3600000, grace for connections on removal/stop
-  std::uint32_t high_water_bytes = 262144;  // 4096..67108864, unsent bytes held per direction
+  std::uint32_t high_water_bytes = 1048576;  // 4096..67108864, unsent bytes held per direction
   std::uint32_t low_water_bytes = 65536;    // 0..high_water_bytes-1, receiving resumes below
   std::uint32_t max_connections = 65536;    // 1..16777216, proxied connections of all services
   bool operator==(const ProxyConfig&) const = default;

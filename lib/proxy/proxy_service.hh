@@ -28,7 +28,7 @@ struct ProxySettings {
   std::uint32_t connect_attempts = 3;
   std::uint32_t idle_timeout_ms = 300000;  // 0: off
   std::uint32_t drain_timeout_ms = 10000;
-  std::uint32_t high_water_bytes = 262144;
+  std::uint32_t high_water_bytes = 1048576;
   std::uint32_t low_water_bytes = 65536;
   std::uint32_t max_connections = 0;                               // this service; 0: no cap
   config::ProxyProtocol send_header = config::ProxyProtocol::off;  // towards the backend

@@ -540,7 +540,7 @@ TEST(ConfigProxyKeys, DefaultsAreTheDocumentedOnes) {
   EXPECT_EQ(c.tcp.proxy.connect_attempts, 3u);
   EXPECT_EQ(c.tcp.proxy.idle_timeout_ms, 300000u);
   EXPECT_EQ(c.tcp.proxy.drain_timeout_ms, 10000u);
-  EXPECT_EQ(c.tcp.proxy.high_water_bytes, 262144u);
+  EXPECT_EQ(c.tcp.proxy.high_water_bytes, 1048576u);
   EXPECT_EQ(c.tcp.proxy.low_water_bytes, 65536u);
   EXPECT_EQ(c.tcp.proxy.max_connections, 65536u);
 }
