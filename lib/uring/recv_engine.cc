@@ -185,15 +185,12 @@ void RecvEngine::shrink_if_small(RecvSocket& socket) {
 
 void RecvEngine::resize_want(RecvSocket& socket) {
   if (!capped() || socket.delivered_bytes_ == 0) return;  // nothing learnt from this recv
-  if (const std::uint32_t stream = stream_limit(socket); stream != 0) {
-    socket.want_bytes_ = stream;
-    return;
-  }
   // Twice the largest completion, so a recv that a message filled (or that reached its limit)
-  // doubles and one of small messages shrinks to the floor.
+  // doubles and one of small messages shrinks to the floor; a stream may go past the cap.
   const std::uint64_t twice = std::uint64_t{socket.peak_cqe_bytes_} * 2;
   std::uint64_t want = std::bit_ceil(std::max<std::uint64_t>(twice, 1));
   want = std::clamp<std::uint64_t>(want, limits_.min_bytes, limits_.socket_cap_bytes);
+  want = std::max<std::uint64_t>(want, stream_limit(socket));
   socket.want_bytes_ = static_cast<std::uint32_t>(want);
 }
 
@@ -505,7 +502,12 @@ void RecvEngine::resume(RecvSocket& socket) {
 
 void RecvEngine::park(RecvSocket& socket) {
   counters_.parks.add();
-  if (capped()) socket.parked_at_ = std::chrono::steady_clock::now();
+  if (capped()) {
+    socket.parked_at_ = std::chrono::steady_clock::now();
+    // A stream grows only while credit is there for it: waiting, it asks for the cap again, so it
+    // cannot hold the sockets queued behind it until a whole grown limit is spare.
+    socket.want_bytes_ = std::min(socket.want_bytes_, limits_.socket_cap_bytes);
+  }
   socket.state_ = RecvSocket::State::parked;
   push_back<&RecvSocket::parked_prev_, &RecvSocket::parked_next_>(socket, parked_head_,
                                                                   parked_tail_);

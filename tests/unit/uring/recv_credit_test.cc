@@ -450,5 +450,53 @@ TEST(RecvStreamGrowth, ResponsesThatFillTheirRecvStayAtTheCap) {
   EXPECT_LE(run.most_per_recv, 64 * kKiB);
 }
 
+// A stream that must wait for credit asks for the cap again, not its grown limit: 13 idle sockets
+// hold 832 KiB of a 1 MiB ring, so a stream that grew to 128 KiB finds 192 KiB spare, parks when
+// it wants 256 KiB (its recv ended, its own credit is back) and is armed again at once with 64 KiB. Waiting for its grown limit, it would
+// wait for the idle sockets' credit, which only dormancy (10 s here, and no tick) gives back.
+TEST(RecvStreamGrowth, AStreamThatMustWaitAsksForTheCapAgain) {
+  RecvHarness h(BufferRingConfig{64, 16 * kKiB, 0, true}, RecvModes{true, true, true},
+                RecvLimits{.socket_cap_bytes = 64 * kKiB,
+                           .min_bytes = 4 * kKiB,
+                           .dormant_after = std::chrono::seconds(10)});
+  std::vector<Conn> idle = start_conns(h, 13, 500, 90);
+  ASSERT_EQ(h.engine.credit_lent_bytes(), 13 * 64 * kKiB);
+  testing::TcpPair pair = testing::tcp_pair();
+  RecvSocket socket(pair.server.get(), 600);
+  socket.set_recv_cap_bytes(256 * kKiB);
+  StreamVerifier verifier(13);
+  RecvSizes sizes;
+  std::uint32_t highest_limit = 0;
+  watch_checked(h, socket, verifier, sizes, [&](const RecvSocket& s) {
+    highest_limit = std::max(highest_limit, h.engine.next_limit_bytes(s));
+  });
+  ASSERT_TRUE(h.engine.start(socket));
+  constexpr std::uint64_t kTotal = 2048 * kKiB;
+  std::thread sender([&pair] {
+    std::vector<std::byte> piece(64 * kKiB);
+    for (std::uint64_t sent = 0; sent < kTotal; sent += piece.size()) {
+      testing::fill_stream(13, sent, piece);
+      if (::send(pair.client.get(), piece.data(), piece.size(), 0) !=
+          static_cast<ssize_t>(piece.size())) {
+        return;
+      }
+    }
+  });
+  const bool whole =
+      h.run_until([&] { return verifier.offset == kTotal; }, std::chrono::seconds(5));
+  if (!whole) ::shutdown(pair.server.get(), SHUT_RDWR);  // lets the sender's send fail and return
+  sender.join();
+  ASSERT_TRUE(whole) << "the stream stalled at " << verifier.offset << " bytes";
+  EXPECT_EQ(verifier.mismatches, 0u);
+  // It grew past the cap to 128 KiB; the 256 KiB it asked for next was not spare: it waited.
+  EXPECT_EQ(highest_limit, 128 * kKiB);
+  EXPECT_GT(h.counters.parks.value(), 0u);
+  EXPECT_EQ(h.counters.enobufs.value(), 0u);
+  h.engine.close(socket);
+  ASSERT_TRUE(h.run_until([&] { return socket.state() == State::closed; }));
+  ASSERT_TRUE(close_all(h, idle));
+  EXPECT_EQ(h.engine.credit_lent_bytes(), 0u);
+}
+
 }  // namespace
 }  // namespace ferry::uring
