@@ -359,6 +359,18 @@ TEST(RecvCreditAdaptive, WholeBuffersWastedBySmallSegmentsNeverRunTheRingDry) {
   EXPECT_EQ(h.buffers.free_buffers(), 16u);
 }
 
+// A thread that sends `total` bytes of stream `seed` on `fd` in 64 KiB pieces, blocking while the
+// socket is full: a sender that runs ahead of the engine. It stops early if a send fails.
+std::thread send_stream(int fd, std::uint64_t seed, std::uint64_t total) {
+  return std::thread([fd, seed, total] {
+    std::vector<std::byte> piece(64 * kKiB);
+    for (std::uint64_t sent = 0; sent < total; sent += piece.size()) {
+      testing::fill_stream(seed, sent, piece);
+      if (::send(fd, piece.data(), piece.size(), 0) != static_cast<ssize_t>(piece.size())) return;
+    }
+  });
+}
+
 // What one socket's recvs took while a stream ran: the largest recv and the largest limit the
 // engine gave it.
 struct StreamRun {
@@ -395,16 +407,7 @@ StreamRun run_stream(const RecvLimits& limits, bool one_burst_at_a_time) {
   } else {
     // The sender runs ahead of the engine: its socket buffer stays full while recvs end.
     constexpr std::uint64_t kTotal = 4096 * kKiB;
-    std::thread sender([&pair] {
-      std::vector<std::byte> piece(64 * kKiB);
-      for (std::uint64_t sent = 0; sent < kTotal; sent += piece.size()) {
-        testing::fill_stream(11, sent, piece);
-        if (::send(pair.client.get(), piece.data(), piece.size(), 0) !=
-            static_cast<ssize_t>(piece.size())) {
-          return;
-        }
-      }
-    });
+    std::thread sender = send_stream(pair.client.get(), 11, kTotal);
     EXPECT_TRUE(h.run_until([&] { return verifier.offset == kTotal; }));
     sender.join();
   }
@@ -452,8 +455,9 @@ TEST(RecvStreamGrowth, ResponsesThatFillTheirRecvStayAtTheCap) {
 
 // A stream that must wait for credit asks for the cap again, not its grown limit: 13 idle sockets
 // hold 832 KiB of a 1 MiB ring, so a stream that grew to 128 KiB finds 192 KiB spare, parks when
-// it wants 256 KiB (its recv ended, its own credit is back) and is armed again at once with 64 KiB. Waiting for its grown limit, it would
-// wait for the idle sockets' credit, which only dormancy (10 s here, and no tick) gives back.
+// it wants 256 KiB (its recv ended, its own credit is back) and is armed again at once with 64 KiB.
+// Waiting for its grown limit, it would wait for the idle sockets' credit, which only dormancy (10
+// s here, and no tick) gives back.
 TEST(RecvStreamGrowth, AStreamThatMustWaitAsksForTheCapAgain) {
   RecvHarness h(BufferRingConfig{64, 16 * kKiB, 0, true}, RecvModes{true, true, true},
                 RecvLimits{.socket_cap_bytes = 64 * kKiB,
@@ -472,16 +476,7 @@ TEST(RecvStreamGrowth, AStreamThatMustWaitAsksForTheCapAgain) {
   });
   ASSERT_TRUE(h.engine.start(socket));
   constexpr std::uint64_t kTotal = 2048 * kKiB;
-  std::thread sender([&pair] {
-    std::vector<std::byte> piece(64 * kKiB);
-    for (std::uint64_t sent = 0; sent < kTotal; sent += piece.size()) {
-      testing::fill_stream(13, sent, piece);
-      if (::send(pair.client.get(), piece.data(), piece.size(), 0) !=
-          static_cast<ssize_t>(piece.size())) {
-        return;
-      }
-    }
-  });
+  std::thread sender = send_stream(pair.client.get(), 13, kTotal);
   const bool whole =
       h.run_until([&] { return verifier.offset == kTotal; }, std::chrono::seconds(5));
   if (!whole) ::shutdown(pair.server.get(), SHUT_RDWR);  // lets the sender's send fail and return
