@@ -198,14 +198,16 @@ std::uint32_t RecvEngine::stream_limit(const RecvSocket& socket) const {
   // The recv took its whole limit and the socket still held bytes: the sender is ahead of us, and
   // each recv that ends at the limit costs a re-arm and a send of that size on the way out (on
   // loopback, 64 KiB recvs cost a stream 1.6x the CPU per byte of 256 KiB ones). Twice the limit,
-  // up to what the consumer lets one recv hold and a quarter of the ring.
+  // up to half of what the consumer lets one recv hold (a recv plus the batch still being sent
+  // then stay within a proxy's high-water mark: a stream that keeps up never pauses itself) and
+  // a quarter of the ring.
   const std::uint32_t own = socket.recv_cap_bytes_;
   if (!limits_.grow_streams || own == 0 || !socket.queued_after_ ||
       socket.armed_limit_bytes_ == 0 || socket.delivered_bytes_ < socket.armed_limit_bytes_) {
     return 0;
   }
   const std::uint64_t quarter_ring = std::uint64_t{buffers_.count()} * buffers_.buffer_bytes() / 4;
-  const std::uint64_t top = std::min<std::uint64_t>(own, quarter_ring);
+  const std::uint64_t top = std::min<std::uint64_t>(own / 2, quarter_ring);
   if (top <= limits_.socket_cap_bytes) return 0;  // no room above the cap: the usual rule
   const std::uint64_t twice = std::uint64_t{socket.armed_limit_bytes_} * 2;
   return static_cast<std::uint32_t>(std::min(twice, top));

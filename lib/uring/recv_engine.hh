@@ -93,7 +93,7 @@ class RecvSocket {
 // recvs. When the first parked socket waited dormant_after, recvs that received nothing for that
 // long stop counting against the ring, so idle connections never keep sockets with data waiting.
 // A stream grows past the cap: a recv that took its whole limit and left bytes queued in the
-// socket (IORING_CQE_F_SOCK_NONEMPTY) doubles its next limit, up to the socket's own cap
+// socket (IORING_CQE_F_SOCK_NONEMPTY) doubles its next limit, up to half the socket's own cap
 // (RecvSocket::set_recv_cap_bytes, the proxy's high-water mark) and a quarter of the ring. A
 // response that fills its recv leaves nothing queued and stays at the cap.
 struct RecvLimits {

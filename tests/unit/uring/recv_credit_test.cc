@@ -380,12 +380,12 @@ struct StreamRun {
 };
 
 // 4 MiB (or, for ResponsesThatFillTheirRecv, N x 64 KiB one at a time) through one socket whose
-// own cap is 256 KiB, on a 4 MiB ring with a 64 KiB credit cap.
+// own cap is 512 KiB (a stream may grow to half of it), on a 4 MiB ring with a 64 KiB credit cap.
 StreamRun run_stream(const RecvLimits& limits, bool one_burst_at_a_time) {
   RecvHarness h(BufferRingConfig{256, 16 * kKiB, 0, true}, RecvModes{true, true, true}, limits);
   testing::TcpPair pair = testing::tcp_pair();
   RecvSocket socket(pair.server.get(), 9);
-  socket.set_recv_cap_bytes(256 * kKiB);
+  socket.set_recv_cap_bytes(512 * kKiB);
   StreamVerifier verifier(11);
   StreamRun run;
   RecvSizes sizes;
@@ -425,7 +425,7 @@ StreamRun run_stream(const RecvLimits& limits, bool one_burst_at_a_time) {
 constexpr RecvLimits kCap64K{.socket_cap_bytes = 64 * kKiB, .min_bytes = 4 * kKiB};
 
 // A recv that took its whole limit and left bytes queued (IORING_CQE_F_SOCK_NONEMPTY) doubles the
-// next one past the 64 KiB cap, up to the socket's own 256 KiB and never beyond it.
+// next one past the 64 KiB cap, up to half the socket's own 512 KiB and never beyond it.
 TEST(RecvStreamGrowth, AStreamGrowsPastTheCapToTheSocketsOwnLimit) {
   const StreamRun run = run_stream(kCap64K, false);
   EXPECT_EQ(run.mismatches, 0u);
@@ -467,7 +467,7 @@ TEST(RecvStreamGrowth, AStreamThatMustWaitAsksForTheCapAgain) {
   ASSERT_EQ(h.engine.credit_lent_bytes(), 13 * 64 * kKiB);
   testing::TcpPair pair = testing::tcp_pair();
   RecvSocket socket(pair.server.get(), 600);
-  socket.set_recv_cap_bytes(256 * kKiB);
+  socket.set_recv_cap_bytes(512 * kKiB);
   StreamVerifier verifier(13);
   RecvSizes sizes;
   std::uint32_t highest_limit = 0;
