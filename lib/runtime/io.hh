@@ -45,8 +45,9 @@ inline NopAwaiter nop() {
 
 // co_await send_all(fd, spans, scratch): sendmsg (a plain send for one span) of every byte of
 // `spans` on the current worker's ring, continuing after partial sends on the ring that completed
-// them. Returns the bytes sent (all of them) or a negative errno. `scratch` holds the iovec cursor (its capacity is reused);
-// the memory the spans point at must stay untouched until the task resumes.
+// them. Returns the bytes sent (all of them) or a negative errno. `scratch` holds the iovec
+// cursor (its capacity is reused); the memory the spans point at must stay untouched until the
+// task resumes.
 class SendAll : private Completion {
  public:
   SendAll(int fd, std::span<const iovec> spans, std::vector<iovec>& scratch);

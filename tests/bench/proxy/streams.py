@@ -28,10 +28,6 @@ import proxy_bench as pb  # noqa: E402  (the proxies, /proc readings and the run
 SHAPES = [("up-P1", 1, False), ("up-P4", 4, False), ("down-P1", 1, True), ("down-P4", 4, True)]
 
 
-KINDS = pb.KINDS
-FerryB = pb.FerryB
-
-
 def run_stream(a, port, streams, reverse, pids):
     """One iperf3 client run through the proxy on `port`: Gbit received and the proxy's CPU."""
     cmd = ["iperf3", "--client", "127.0.0.1", "--port", str(port), "--parallel", str(streams),
@@ -118,7 +114,7 @@ def main():
     a.workers = [int(w) for w in a.workers.split()]
     a.shapes = a.shapes.split()
     pb.Ferry.binary = a.ferryd
-    FerryB.binary = a.ferryd_b
+    pb.FerryB.binary = a.ferryd_b
     workdir = tempfile.mkdtemp(prefix="ferry-streams-bench-")
     os.chmod(workdir, 0o755)
     server_port = pb.free_port()
@@ -132,7 +128,7 @@ def main():
             for w in a.workers:
                 order = a.proxies[rep % len(a.proxies):] + a.proxies[:rep % len(a.proxies)]
                 for name in order:
-                    proxy = KINDS[name](workdir, w, server_port, 1024, 4096)
+                    proxy = pb.KINDS[name](workdir, w, server_port, 1024, 4096)
                     try:
                         port = proxy.start()
                         for shape, streams, reverse in SHAPES:
