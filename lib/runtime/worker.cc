@@ -133,6 +133,11 @@ void Worker::park() {
 
 int Worker::park_timeout_ms() const {
   const int timeout_ms = runtime_.config().park_timeout_ms;
+  // Quiet recvs are looked at once (a lost wakeup): wake up for them.
+  if (engine_ && engine_->has_quiet()) {
+    const auto quiet_ms = static_cast<int>(engine_->limits().quiet_check_after.count());
+    return timeout_ms < 0 ? quiet_ms : std::min(timeout_ms, quiet_ms);
+  }
   // Sockets waiting for credit get idle recvs' credit only from tick(): wake up for it.
   if (!engine_ || engine_->parked_sockets() == 0 || engine_->limits().socket_cap_bytes == 0) {
     return timeout_ms;
@@ -149,6 +154,7 @@ void Worker::maintenance() {
   // the completions are there to reap.
   io_uring_submit_and_get_events(ring_->get());
   reap();
+  if (engine_ && engine_->has_quiet()) engine_->check_quiet(std::chrono::steady_clock::now());
   // Sockets waiting for ring credit: let recvs that went idle lend theirs (a clock read only then).
   if (engine_ && engine_->parked_sockets() > 0) engine_->tick(std::chrono::steady_clock::now());
   flush_ready();

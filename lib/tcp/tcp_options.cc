@@ -38,7 +38,8 @@ TcpOptions tcp_options_from(const config::TcpConfig& tcp, runtime::HeartbeatHook
   rt.recv_limits =
       uring::RecvLimits{.socket_cap_bytes = tcp.buffers.recv_credit_bytes,
                         .dormant_after = std::chrono::milliseconds(tcp.buffers.recv_credit_idle_ms),
-                        .grow_streams = !env_flag("FERRY_URING_NO_STREAM_GROWTH")};
+                        .grow_streams = !env_flag("FERRY_URING_NO_STREAM_GROWTH"),
+                        .check_drained = !env_flag("FERRY_URING_NO_DRAIN_CHECK")};
   rt.heartbeat = std::move(heartbeat);
   out.listener_mode = listener_mode_with_env(ListenerMode::reuseport);
   // No multishot means none at all: FERRY_URING_MULTISHOT=0 turns accepts single-shot too.
@@ -58,7 +59,8 @@ nlohmann::json TcpOptions::to_json() const {
             {"bytes", runtime.buffers ? runtime.buffers->buffer_bytes : 0},
             {"recv_credit_bytes", runtime.recv_limits.socket_cap_bytes},
             {"recv_credit_idle_ms", runtime.recv_limits.dormant_after.count()},
-            {"stream_growth", runtime.recv_limits.grow_streams}}}};
+            {"stream_growth", runtime.recv_limits.grow_streams},
+            {"drain_check", runtime.recv_limits.check_drained}}}};
 }
 
 }  // namespace ferry::tcp

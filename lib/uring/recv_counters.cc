@@ -39,6 +39,10 @@ metrics::Registry::Handle register_recv_metrics(metrics::Registry& registry, std
         "ferry_uring_credit_shrinks_total",
         "Receives ended early to shrink a limit far above their messages while others waited.", w,
         count(c.credit_shrinks));
+    b.counter("ferry_uring_drain_rearms_total",
+              "Multishot receives armed again because data waited after a completion that had "
+              "drained the socket (a wakeup the kernel lost).",
+              w, count(c.drain_rearms));
     b.counter("ferry_uring_stitched_bytes_total",
               "Bytes copied to make received data contiguous (0 with bundles).", w,
               count(c.stitched_bytes));

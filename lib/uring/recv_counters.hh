@@ -61,6 +61,8 @@ struct RecvCounters {
   metrics::Counter credit_cancels;  // recvs ended early because their ring credit ran out
   metrics::Counter
       credit_shrinks;  // recvs ended early: limit far above their messages, others wait
+  metrics::Counter
+      drain_rearms;  // recvs ended and armed again: data waited after a drained bundle completion
   metrics::Counter stitched_bytes;   // bytes a consumer had to copy to make them contiguous
   metrics::Counter multi_span_cqes;  // completions that needed more than two spans
   metrics::Counter eofs;             // peers that closed their side
@@ -74,7 +76,8 @@ struct RecvCounters {
 // ferry_uring_cqes_total, ferry_uring_recv_bytes_total, ferry_uring_recv_buffers_per_cqe,
 // ferry_uring_recv_bytes_per_cqe, ferry_uring_enobufs_total, ferry_uring_parks_total,
 // ferry_uring_rearms_total, ferry_uring_credit_cancels_total,
-// ferry_uring_credit_shrinks_total, ferry_uring_stitched_bytes_total,
+// ferry_uring_credit_shrinks_total, ferry_uring_drain_rearms_total,
+// ferry_uring_stitched_bytes_total,
 // ferry_uring_recv_multi_span_cqes_total, ferry_uring_recv_closes_total{reason},
 // ferry_uring_recv_protocol_errors_total, ferry_uring_buffer_ring_free,
 // ferry_uring_buffer_ring_held and ferry_uring_buffer_ring_buffers.

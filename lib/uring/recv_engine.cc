@@ -4,6 +4,8 @@
 // cleanly on EOF, error or cancel, never two recvs outstanding on one socket.
 #include "lib/uring/recv_engine.hh"
 
+#include <poll.h>
+
 #include <algorithm>
 #include <bit>
 #include <cassert>
@@ -198,16 +200,16 @@ std::uint32_t RecvEngine::stream_limit(const RecvSocket& socket) const {
   // The recv took its whole limit and the socket still held bytes: the sender is ahead of us, and
   // each recv that ends at the limit costs a re-arm and a send of that size on the way out (on
   // loopback, 64 KiB recvs cost a stream 1.6x the CPU per byte of 256 KiB ones). Twice the limit,
-  // up to half of what the consumer lets one recv hold (a recv plus the batch still being sent
-  // then stay within a proxy's high-water mark: a stream that keeps up never pauses itself) and
-  // a quarter of the ring.
+  // up to what the consumer lets one recv hold (a proxy's high-water mark: a stream whose recv
+  // and batch in flight cross it pauses for a moment, which still costs less than recvs of half
+  // the mark) and a quarter of the ring.
   const std::uint32_t own = socket.recv_cap_bytes_;
   if (!limits_.grow_streams || own == 0 || !socket.queued_after_ ||
       socket.armed_limit_bytes_ == 0 || socket.delivered_bytes_ < socket.armed_limit_bytes_) {
     return 0;
   }
   const std::uint64_t quarter_ring = std::uint64_t{buffers_.count()} * buffers_.buffer_bytes() / 4;
-  const std::uint64_t top = std::min<std::uint64_t>(own / 2, quarter_ring);
+  const std::uint64_t top = std::min<std::uint64_t>(own, quarter_ring);
   if (top <= limits_.socket_cap_bytes) return 0;  // no room above the cap: the usual rule
   const std::uint64_t twice = std::uint64_t{socket.armed_limit_bytes_} * 2;
   return static_cast<std::uint32_t>(std::min(twice, top));
@@ -296,6 +298,7 @@ void RecvEngine::arm(RecvSocket& socket) {
 
 RecvEvent RecvEngine::handle(RecvSocket& socket, const io_uring_cqe& cqe) {
   counters_.cqes.add();
+  if (socket.quiet_) unlist_quiet(socket);  // the recv is alive (this one may list it again)
   const bool more = (cqe.flags & IORING_CQE_F_MORE) != 0;
   if (!more && socket.outstanding_) {
     socket.outstanding_ = false;
@@ -306,7 +309,11 @@ RecvEvent RecvEngine::handle(RecvSocket& socket, const io_uring_cqe& cqe) {
   if (cqe.res > 0) {
     deliver_data(socket, cqe.res, event);
     // Normal with bundles when the recv emptied the ring, and after every single-shot recv.
-    if (!more) after_recv_ended(socket);
+    if (!more) {
+      after_recv_ended(socket);
+    } else {
+      note_drained(socket, cqe);
+    }
     if (gave_back) wake_parked();
     return event;
   }
@@ -447,6 +454,43 @@ void RecvEngine::after_recv_ended(RecvSocket& socket) {
   rearm_or_park(socket);
 }
 
+void RecvEngine::note_drained(RecvSocket& socket, const io_uring_cqe& cqe) {
+  // A completion that left bytes queued is retried by the kernel itself; a drained one waits for
+  // a wakeup. Listing costs a clock read and a few pointer writes, no syscall.
+  if (!limits_.check_drained || !modes_.multishot ||
+      (cqe.flags & IORING_CQE_F_SOCK_NONEMPTY) != 0 || socket.state_ != RecvSocket::State::armed) {
+    return;
+  }
+  socket.quiet_ = true;
+  socket.quiet_since_ = std::chrono::steady_clock::now();
+  push_back<&RecvSocket::quiet_prev_, &RecvSocket::quiet_next_>(socket, quiet_head_, quiet_tail_);
+}
+
+bool RecvEngine::bytes_waiting(const RecvSocket& socket) const {
+  pollfd p{.fd = socket.fd_, .events = POLLIN | POLLRDHUP, .revents = 0};
+  return ::poll(&p, 1, 0) > 0 && (p.revents & (POLLIN | POLLRDHUP | POLLHUP | POLLERR)) != 0;
+}
+
+void RecvEngine::unlist_quiet(RecvSocket& socket) {
+  unlink<&RecvSocket::quiet_prev_, &RecvSocket::quiet_next_>(socket, quiet_head_, quiet_tail_);
+  socket.quiet_ = false;
+}
+
+void RecvEngine::check_quiet(std::chrono::steady_clock::time_point now) {
+  while (quiet_head_ != nullptr && now - quiet_head_->quiet_since_ >= limits_.quiet_check_after) {
+    RecvSocket& socket = *quiet_head_;
+    unlist_quiet(socket);
+    if (socket.state_ != RecvSocket::State::armed || socket.pause_cancel_ || socket.paused_ ||
+        !bytes_waiting(socket)) {
+      continue;  // the usual case: nothing came, and the recv waits for its next wakeup
+    }
+    // Bytes wait and no completion came for them: the wakeup was lost. End the recv; its
+    // -ECANCELED end arms it again through the credit FIFO, like a credit cancel.
+    counters_.drain_rearms.add();
+    end_recv(socket);
+  }
+}
+
 RecvEvent RecvEngine::finish(RecvSocket& socket, RecvEvent::Kind kind, int error) {
   return_credit(socket);
   if (socket.state_ == RecvSocket::State::parked) unpark(socket);
@@ -462,6 +506,7 @@ void RecvEngine::release(std::span<const iovec> spans) {
 }
 
 bool RecvEngine::close(RecvSocket& socket) {
+  if (socket.quiet_) unlist_quiet(socket);
   switch (socket.state_) {
     case RecvSocket::State::idle:
     case RecvSocket::State::closed:

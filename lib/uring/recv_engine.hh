@@ -80,6 +80,12 @@ class RecvSocket {
   RecvSocket* holder_prev_ = nullptr;
   RecvSocket* holder_next_ = nullptr;
   bool holder_ = false;
+  // The last completion drained the socket and the recv goes on (RecvLimits::check_drained): the
+  // engine's list of quiet recvs, oldest first, and since when.
+  RecvSocket* quiet_prev_ = nullptr;
+  RecvSocket* quiet_next_ = nullptr;
+  bool quiet_ = false;
+  std::chrono::steady_clock::time_point quiet_since_{};
 };
 
 // How much of the buffer ring the recvs of one engine may take. With socket_cap_bytes == 0 every
@@ -93,7 +99,7 @@ class RecvSocket {
 // recvs. When the first parked socket waited dormant_after, recvs that received nothing for that
 // long stop counting against the ring, so idle connections never keep sockets with data waiting.
 // A stream grows past the cap: a recv that took its whole limit and left bytes queued in the
-// socket (IORING_CQE_F_SOCK_NONEMPTY) doubles its next limit, up to half the socket's own cap
+// socket (IORING_CQE_F_SOCK_NONEMPTY) doubles its next limit, up to the socket's own cap
 // (RecvSocket::set_recv_cap_bytes, the proxy's high-water mark) and a quarter of the ring. A
 // response that fills its recv leaves nothing queued and stays at the cap.
 struct RecvLimits {
@@ -101,6 +107,15 @@ struct RecvLimits {
   std::uint32_t min_bytes = 4096;  // raised to one buffer on a ring without incremental buffers
   std::chrono::milliseconds dormant_after{50};
   bool grow_streams = true;  // FERRY_URING_NO_STREAM_GROWTH=1 turns it off (ferryd)
+  // A multishot recv whose completion drained the socket (no IORING_CQE_F_SOCK_NONEMPTY) waits
+  // for the next wakeup. A segment that lands while the recv copies can miss it (seen on 6.18
+  // with bundles: a response's last segment sat in the socket until the peer's FIN woke the recv
+  // seconds later). With this set, a recv that stays quiet for quiet_check_after after such a
+  // completion gets one zero-timeout poll(2) of its socket, and if bytes (or an EOF) wait there,
+  // it is ended and armed again. Busy connections never go quiet that long, idle ones are looked
+  // at once. FERRY_URING_NO_DRAIN_CHECK=1 turns it off (ferryd).
+  bool check_drained = true;
+  std::chrono::milliseconds quiet_check_after{2};
 };
 // The default cap (tcp.buffers.recv_credit_bytes): one 64 KiB response per recv, 64 of them at
 // once on a 256 x 16 KiB ring.
@@ -169,6 +184,13 @@ class RecvEngine {
   // The limit socket's next recv is armed with (capped engines).
   std::uint32_t next_limit_bytes(const RecvSocket& socket) const;
 
+  // Recvs that drained their socket and got no completion since (RecvLimits::check_drained). While
+  // there are any, the worker parks for at most limits().quiet_check_after and calls
+  // check_quiet() after every reap: a recv quiet that long whose socket has bytes waiting lost its
+  // wakeup and is ended and armed again (ferry_uring_drain_rearms_total).
+  bool has_quiet() const { return quiet_head_ != nullptr; }
+  void check_quiet(std::chrono::steady_clock::time_point now);
+
   // With a cap and parked sockets: recvs idle for limits().dormant_after stop holding credit, and
   // parked sockets are armed with what that frees. Cheap; the worker calls it from its loop.
   void tick(std::chrono::steady_clock::time_point now);
@@ -186,6 +208,10 @@ class RecvEngine {
   RecvEvent::Kind retry_or_park_without_buffers(RecvSocket& socket);  // after -ENOBUFS
   void after_recv_ended(RecvSocket& socket);
   void rearm_or_park(RecvSocket& socket);  // arm now, or wait (parked) for buffers or credit
+  // After a data completion of a recv that goes on: list it as quiet if it drained the socket.
+  void note_drained(RecvSocket& socket, const io_uring_cqe& cqe);
+  bool bytes_waiting(const RecvSocket& socket) const;  // poll(2), zero timeout
+  void unlist_quiet(RecvSocket& socket);
   bool capped() const { return limits_.socket_cap_bytes > 0; }
   std::uint32_t recv_limit(const RecvSocket& socket) const;  // 0: none
   bool credit_available(const RecvSocket& socket) const;
@@ -213,6 +239,8 @@ class RecvEngine {
   std::uint64_t lent_ = 0;  // sum of credit_bytes_ over the holders
   RecvSocket* holders_head_ = nullptr;
   RecvSocket* holders_tail_ = nullptr;
+  RecvSocket* quiet_head_ = nullptr;
+  RecvSocket* quiet_tail_ = nullptr;
   bool total_cap_refused_ = false;  // the kernel refused the multishot total limit (-EINVAL)
   bool total_cap_seen_ = false;     // a capped multishot recv delivered data: the limit works
 };
