@@ -458,7 +458,9 @@ void RecvEngine::note_drained(RecvSocket& socket, const io_uring_cqe& cqe) {
   // A completion that left bytes queued is retried by the kernel itself; a drained one waits for
   // a wakeup. Listing costs a clock read and a few pointer writes, no syscall.
   if (!limits_.check_drained || !modes_.multishot ||
-      (cqe.flags & IORING_CQE_F_SOCK_NONEMPTY) != 0 || socket.state_ != RecvSocket::State::armed) {
+      (cqe.flags & IORING_CQE_F_SOCK_NONEMPTY) != 0 ||
+      static_cast<std::uint32_t>(cqe.res) < limits_.quiet_min_bytes ||
+      socket.state_ != RecvSocket::State::armed) {
     return;
   }
   socket.quiet_ = true;

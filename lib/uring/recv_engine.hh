@@ -111,11 +111,14 @@ struct RecvLimits {
   // for the next wakeup. A segment that lands while the recv copies can miss it (seen on 6.18
   // with bundles: a response's last segment sat in the socket until the peer's FIN woke the recv
   // seconds later). With this set, a recv that stays quiet for quiet_check_after after such a
-  // completion gets one zero-timeout poll(2) of its socket, and if bytes (or an EOF) wait there,
-  // it is ended and armed again. Busy connections never go quiet that long, idle ones are looked
-  // at once. FERRY_URING_NO_DRAIN_CHECK=1 turns it off (ferryd).
+  // completion of at least quiet_min_bytes gets one zero-timeout poll(2) of its socket, and if
+  // bytes (or an EOF) wait there, it is ended and armed again. Only a completion of several
+  // segments copies long enough for the next to land meanwhile: a request of one segment never
+  // costs a poll, and a connection busier than quiet_check_after never goes quiet that long.
+  // FERRY_URING_NO_DRAIN_CHECK=1 turns it off (ferryd).
   bool check_drained = true;
-  std::chrono::milliseconds quiet_check_after{2};
+  std::chrono::milliseconds quiet_check_after{10};
+  std::uint32_t quiet_min_bytes = 4096;
 };
 // The default cap (tcp.buffers.recv_credit_bytes): one 64 KiB response per recv, 64 of them at
 // once on a 256 x 16 KiB ring.
