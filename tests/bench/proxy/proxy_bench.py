@@ -367,7 +367,15 @@ class FerryNoStreamGrowth(Ferry):
     env = {"FERRY_URING_NO_STREAM_GROWTH": "1"}
 
 
-KINDS = {"direct": Direct, "ferry-b": FerryB, "ferry-nogrowth": FerryNoStreamGrowth, "ferry-ring4096": FerryBigRing, "ferry-nocredit": FerryNoCredit, "ferry": Ferry, "haproxy": HAProxy, "haproxy-splice": HAProxySplice,
+class FerryRing512(FerryBigRing):
+    """ferry with tcp.buffers.count 512 (8 MiB of 16 KiB buffers per worker): room for four
+    streams' recvs of the whole 1 MiB high-water mark at once."""
+
+    name = "ferry-ring512"
+    buffers = {"count": 512}
+
+
+KINDS = {"direct": Direct, "ferry-ring512": FerryRing512, "ferry-b": FerryB, "ferry-nogrowth": FerryNoStreamGrowth, "ferry-ring4096": FerryBigRing, "ferry-nocredit": FerryNoCredit, "ferry": Ferry, "haproxy": HAProxy, "haproxy-splice": HAProxySplice,
          "nginx": Nginx}
 
 
