@@ -15,12 +15,12 @@ EncapPath path_of(packet::EncapKind kind, bool outer_v6) {
   return outer_v6 ? EncapPath::gue6 : EncapPath::gue4;
 }
 
-// IPv4 without DF, in 2..kMaxInnerPieces pieces of at most `inner_mtu` IP bytes.
+// IPv4 without DF, in 2..kMaxFragmentPieces pieces of at most `inner_mtu` IP bytes.
 bool may_cut(packet::ConstFrameBytes frame, const packet::ParsedPacket& p,
              std::uint32_t inner_mtu) noexcept {
-  if (!p.is_v4() || (frame[p.l3_offset + 6] & 0x40) != 0) return false;
+  if (packet::ipv4_dont_fragment(frame, p)) return false;  // IPv6: 0 pieces below
   const std::uint32_t pieces = packet::ipv4_fragment_count(p, inner_mtu);
-  return pieces >= 2 && pieces <= kMaxInnerPieces;
+  return pieces >= 2 && pieces <= packet::kMaxFragmentPieces;
 }
 
 }  // namespace

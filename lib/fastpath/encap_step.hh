@@ -47,15 +47,13 @@ EncapTarget target_of(const packet::Service& service, std::uint16_t backend,
 // The encapsulation itself, to `target`: what encapsulate_to() does once the backend is known,
 // without the hop limit's check (the caller's). Too big for the tunnel: an IPv4 packet without DF
 // is left for the worker to cut (FrameOutcome::inner_fragment_mtu, target in *hop.cut_target)
-// when the worker passed a cut_target; anything else is answered as steps::answer_with_error()
-// allows (never about a fragment but the first, nor an ICMP error).
+// when the worker passed a cut_target and it needs at most packet::kMaxFragmentPieces pieces;
+// anything else is answered as steps::answer_with_error() allows (never about a fragment but the
+// first, nor an ICMP error).
 FrameOutcome encapsulate_as(packet::FrameBytes frame, packet::ParsedPacket& p,
                             const EncapTarget& target, packet::L4Checksum checksum,
                             const Snapshot& s, FrameSinks sinks, const IpHop& hop,
                             std::optional<EncapTarget>* sent_to = nullptr) noexcept;
-
-// The most pieces encapsulate_as() asks the worker to cut a packet into (more: answered).
-inline constexpr std::uint32_t kMaxInnerPieces = 64;
 
 // One piece of a packet encapsulate_as() asked to cut (p: the piece, an IPv4 fragment whose
 // checksum and hop limit the whole packet had settled already), to `target`. A piece too big

@@ -43,8 +43,7 @@ bool MtuCheck::fits(packet::ConstFrameBytes frame, const packet::ParsedPacket& q
   if (!active || port >= ports->mtu.size()) return true;
   std::uint32_t mtu = ports->mtu[port];
   if (mtu == 0 || q.l3_bytes <= mtu) return true;
-  bool dont_fragment = q.is_v4() && (frame[q.l3_offset + 6] & 0x40) != 0;
-  if (q.is_v4() && !dont_fragment) {
+  if (q.is_v4() && !packet::ipv4_dont_fragment(frame, q)) {
     fragment_mtu = mtu;
     return true;
   }

@@ -243,8 +243,9 @@ void Worker::send_or_hold(std::int8_t egress, std::uint64_t addr, std::uint32_t 
 }
 
 std::uint32_t Worker::cut(std::uint64_t addr, std::uint32_t len, std::uint32_t mtu,
-                          std::uint32_t offset, std::span<std::uint64_t, kMaxInnerPieces> pieces,
-                          std::span<std::uint32_t, kMaxInnerPieces> lengths,
+                          std::uint32_t offset,
+                          std::span<std::uint64_t, packet::kMaxFragmentPieces> pieces,
+                          std::span<std::uint32_t, packet::kMaxFragmentPieces> lengths,
                           std::array<std::uint32_t, kDropCount>& drops) {
   packet::FrameBytes frame = packet::frame_bytes(slab_.packet(addr, len), len);
   packet::ParsedPacket p;
@@ -254,15 +255,16 @@ std::uint32_t Worker::cut(std::uint64_t addr, std::uint32_t len, std::uint32_t m
                 (err == packet::ParseError::ipv4_fragment &&
                  packet::parse_fragment(frame, p, f) == packet::FragmentParse::fragment);
   std::uint32_t count = parsed ? packet::ipv4_fragment_count(p, mtu) : 0;
-  std::array<std::uint64_t, kMaxInnerPieces> extra{};
+  std::array<std::uint64_t, packet::kMaxFragmentPieces> extra{};
   std::uint32_t got = 0;
-  if (count >= 1 && count <= kMaxInnerPieces) got = slab_.alloc({extra.data(), count - 1});
+  if (count >= 1 && count <= packet::kMaxFragmentPieces)
+    got = slab_.alloc({extra.data(), count - 1});
   const std::uint32_t frame_room = slab_.frame_bytes() - offset;
-  std::array<packet::FrameBytes, kMaxInnerPieces> more{};
+  std::array<packet::FrameBytes, packet::kMaxFragmentPieces> more{};
   for (std::uint32_t i = 0; i < got; ++i) {
     more[i] = packet::frame_bytes(slab_.packet(extra[i] + offset, frame_room), frame_room);
   }
-  if (count == 0 || count > kMaxInnerPieces || got < count - 1 ||
+  if (count == 0 || count > packet::kMaxFragmentPieces || got < count - 1 ||
       !packet::fragment_ipv4(frame, p, mtu, {more.data(), count - 1}, lengths.first(count))) {
     if (count >= 1 && got < count - 1) counters_.slab_empty.add();
     free_frames({extra.data(), got});
@@ -280,8 +282,8 @@ std::uint32_t Worker::cut(std::uint64_t addr, std::uint32_t len, std::uint32_t m
 // fragments as a router does, the first in its own frame, the others in frames of the slab.
 void Worker::cut_and_send(std::int8_t egress, std::uint64_t addr, std::uint32_t len,
                           const FrameOutcome& o, std::array<std::uint32_t, kDropCount>& drops) {
-  std::array<std::uint64_t, kMaxInnerPieces> pieces{};
-  std::array<std::uint32_t, kMaxInnerPieces> lengths{};
+  std::array<std::uint64_t, packet::kMaxFragmentPieces> pieces{};
+  std::array<std::uint32_t, packet::kMaxFragmentPieces> lengths{};
   const std::uint32_t count = cut(addr, len, o.fragment_mtu, 0, pieces, lengths, drops);
   for (std::uint32_t i = 0; i < count; ++i) send_or_hold(egress, pieces[i], lengths[i], o, drops);
 }
@@ -294,8 +296,8 @@ void Worker::cut_and_encapsulate(std::uint64_t addr, std::uint32_t len, const Fr
                                  std::array<std::uint32_t, kDropCount>& drops) {
   const EncapTarget target = cut_target_;
   const auto headroom = static_cast<std::uint32_t>(addr - slab_.frame_base(addr));
-  std::array<std::uint64_t, kMaxInnerPieces> pieces{};
-  std::array<std::uint32_t, kMaxInnerPieces> lengths{};
+  std::array<std::uint64_t, packet::kMaxFragmentPieces> pieces{};
+  std::array<std::uint32_t, packet::kMaxFragmentPieces> lengths{};
   const std::uint32_t count =
       cut(addr, len, o.inner_fragment_mtu, headroom, pieces, lengths, drops);
   FrameSinks sinks{resolutions_, counters_, &backend_counters_};

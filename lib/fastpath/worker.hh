@@ -16,7 +16,6 @@
 #include "bpf/ferry_shared.h"
 #include "lib/config/config.hh"
 #include "lib/fastpath/backend_counters.hh"
-#include "lib/fastpath/encap_step.hh"
 #include "lib/fastpath/flow_table.hh"
 #include "lib/fastpath/fragment_table.hh"
 #include "lib/fastpath/frame_processor.hh"
@@ -24,6 +23,7 @@
 #include "lib/fastpath/resolution_queue.hh"
 #include "lib/fastpath/snapshot_board.hh"
 #include "lib/fastpath/worker_counters.hh"
+#include "lib/packet/fragment.hh"
 #include "lib/xsk/frame_account.hh"
 #include "lib/xsk/queue_rings.hh"
 #include "lib/xsk/umem_slab.hh"
@@ -126,8 +126,8 @@ class Worker {
   // `addr`, the others go to frames of the slab, `offset` bytes into each. Returns how many
   // (`pieces`, `lengths`); 0 when it could not (the frame freed, counted in `drops` as too_big).
   std::uint32_t cut(std::uint64_t addr, std::uint32_t len, std::uint32_t mtu, std::uint32_t offset,
-                    std::span<std::uint64_t, kMaxInnerPieces> pieces,
-                    std::span<std::uint32_t, kMaxInnerPieces> lengths,
+                    std::span<std::uint64_t, packet::kMaxFragmentPieces> pieces,
+                    std::span<std::uint32_t, packet::kMaxFragmentPieces> lengths,
                     std::array<std::uint32_t, kDropCount>& drops);
   void cut_and_send(std::int8_t egress, std::uint64_t addr, std::uint32_t len,
                     const FrameOutcome& o, std::array<std::uint32_t, kDropCount>& drops);

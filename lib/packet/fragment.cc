@@ -155,6 +155,10 @@ std::uint32_t ipv4_fragment_count(const ParsedPacket& p, std::uint32_t mtu) noex
   return (p.l4_bytes + per_piece - 1) / per_piece;
 }
 
+bool ipv4_dont_fragment(ConstFrameBytes frame, const ParsedPacket& p) noexcept {
+  return p.is_v4() && (load_be16(frame.data() + p.l3_offset + 6) & kIpv4DontFragment) != 0;
+}
+
 bool fragment_ipv4(FrameBytes frame, const ParsedPacket& p, std::uint32_t mtu,
                    std::span<const FrameBytes> more, std::span<std::uint32_t> lengths) noexcept {
   std::uint32_t count = ipv4_fragment_count(p, mtu);
@@ -169,8 +173,8 @@ bool fragment_ipv4(FrameBytes frame, const ParsedPacket& p, std::uint32_t mtu,
     return true;
   }
   std::uint8_t* ip = frame.data() + p.l3_offset;
+  if (ipv4_dont_fragment(frame, p)) return false;  // the caller's: fragmentation needed
   std::uint16_t flags_offset = load_be16(ip + 6);
-  if (flags_offset & kIpv4DontFragment) return false;  // the caller's: fragmentation needed
   std::uint32_t per_piece = piece_data_bytes(p, mtu);
   std::uint32_t piece_frame_bytes = p.l3_offset + header_bytes + per_piece;
   for (std::uint32_t i = 1; i < count; ++i) {

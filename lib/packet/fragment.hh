@@ -76,4 +76,11 @@ std::uint32_t ipv4_fragment_count(const ParsedPacket& p, std::uint32_t mtu) noex
 bool fragment_ipv4(FrameBytes frame, const ParsedPacket& p, std::uint32_t mtu,
                    std::span<const FrameBytes> more, std::span<std::uint32_t> lengths) noexcept;
 
+// True for an IPv4 packet (p parsed from `frame`) with DF set: it may not be cut, too big gets
+// fragmentation needed. False for IPv6 and for IPv4 that allows fragmentation.
+bool ipv4_dont_fragment(ConstFrameBytes frame, const ParsedPacket& p) noexcept;
+
+// The most pieces the fast path cuts one packet into; one that needs more is refused (too big).
+inline constexpr std::uint32_t kMaxFragmentPieces = 64;
+
 }  // namespace ferry::packet

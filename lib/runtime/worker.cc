@@ -132,18 +132,19 @@ void Worker::park() {
 }
 
 int Worker::park_timeout_ms() const {
-  const int timeout_ms = runtime_.config().park_timeout_ms;
-  // Quiet recvs are looked at once (a lost wakeup): wake up for them.
-  if (engine_ && engine_->has_quiet()) {
-    const auto quiet_ms = static_cast<int>(engine_->limits().quiet_check_after.count());
-    return timeout_ms < 0 ? quiet_ms : std::min(timeout_ms, quiet_ms);
-  }
+  int timeout_ms = runtime_.config().park_timeout_ms;
+  if (!engine_) return timeout_ms;
+  auto wake_within = [&timeout_ms](std::chrono::milliseconds due) {
+    const auto ms = static_cast<int>(due.count());
+    timeout_ms = timeout_ms < 0 ? ms : std::min(timeout_ms, ms);
+  };
   // Sockets waiting for credit get idle recvs' credit only from tick(): wake up for it.
-  if (!engine_ || engine_->parked_sockets() == 0 || engine_->limits().socket_cap_bytes == 0) {
-    return timeout_ms;
+  if (engine_->parked_sockets() > 0 && engine_->limits().socket_cap_bytes > 0) {
+    wake_within(engine_->limits().dormant_after);
   }
-  const auto idle_ms = static_cast<int>(engine_->limits().dormant_after.count());
-  return timeout_ms < 0 ? idle_ms : std::min(timeout_ms, idle_ms);
+  // Quiet recvs are looked at once (a lost wakeup): wake up for them too.
+  if (engine_->has_quiet()) wake_within(engine_->limits().quiet_check_after);
+  return timeout_ms;
 }
 
 void Worker::maintenance() {

@@ -62,7 +62,7 @@ struct RecvCounters {
   metrics::Counter
       credit_shrinks;  // recvs ended early: limit far above their messages, others wait
   metrics::Counter
-      drain_rearms;  // recvs ended and armed again: data waited after a drained bundle completion
+      drain_rearms;  // recvs ended and armed again: data waited after a drained completion
   metrics::Counter stitched_bytes;   // bytes a consumer had to copy to make them contiguous
   metrics::Counter multi_span_cqes;  // completions that needed more than two spans
   metrics::Counter eofs;             // peers that closed their side

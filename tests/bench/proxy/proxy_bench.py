@@ -361,7 +361,7 @@ class FerryB(Ferry):
 
 class FerryNoStreamGrowth(Ferry):
     """ferry with FERRY_URING_NO_STREAM_GROWTH=1: every recv stays within the ring credit's cap
-    (64 KiB), as before streams grew their recvs past it (to half the high-water mark)."""
+    (64 KiB), as before streams grew their recvs past it (to the high-water mark)."""
 
     name = "ferry-nogrowth"
     env = {"FERRY_URING_NO_STREAM_GROWTH": "1"}
