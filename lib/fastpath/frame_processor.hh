@@ -9,7 +9,6 @@
 #include <cstdint>
 
 #include "lib/fastpath/backend_counters.hh"
-#include "lib/fastpath/encap_target.hh"
 #include "lib/fastpath/flow_table.hh"
 #include "lib/fastpath/fragment_table.hh"
 #include "lib/fastpath/resolution_queue.hh"
@@ -42,11 +41,6 @@ struct FrameOutcome {
   // forward, hold: an IPv4 datagram without DF larger than the egress MTU, to be cut into
   // fragments of at most this many IP bytes before it is sent or held; 0: fits.
   std::uint32_t fragment_mtu = 0;
-  // forward: an IPv4 packet without DF to an encapsulating service, too big for its tunnel: cut
-  // it (checksum finished, one hop less, not yet encapsulated) into fragments of at most this
-  // many IP bytes and encapsulate each to IpHop::cut_target (encapsulate_piece()), as a router
-  // fragments what it may; 0: not asked.
-  std::uint32_t inner_fragment_mtu = 0;
   // wait: the fragment table's slot of its datagram. Any fate: a first fragment decided its
   // datagram (or had it refused): the later fragments held for this slot are to be processed.
   std::uint32_t datagram = kNoDatagram;
@@ -107,9 +101,6 @@ struct IpHop {
   std::uint32_t* orphan_count = nullptr;
   // How many bytes before the frame's start in its UMEM frame it may grow into (an outer header).
   std::uint32_t headroom = 0;
-  // Where encapsulate_as() leaves the tunnel of a packet it asks to cut (inner_fragment_mtu);
-  // none (tests of one frame): such a packet is answered with fragmentation needed instead.
-  EncapTarget* cut_target = nullptr;
 };
 
 // `frame` is rewritten in place when forwarded (and may be partly rewritten when dropped).
