@@ -215,6 +215,20 @@ std::uint32_t RecvEngine::stream_limit(const RecvSocket& socket) const {
   return static_cast<std::uint32_t>(std::min(twice, top));
 }
 
+std::uint32_t RecvEngine::waiting_want(const RecvSocket& socket) const {
+  // A stream that must wait for credit halves its limit: streams that share a ring settle at
+  // limits that fit it together, where falling back to the cap would cost each several recvs of
+  // climbing back (four streams on one 4 MiB ring: 245 KB per recv against 523 KB halved). Never
+  // more than the ring less what other recvs hold: that credit may come back only by dormancy,
+  // and the socket would hold the sockets queued behind it until then.
+  const std::uint32_t cap = limits_.socket_cap_bytes;
+  if (socket.want_bytes_ <= cap) return socket.want_bytes_;
+  const std::uint64_t ring = std::uint64_t{buffers_.count()} * buffers_.buffer_bytes();
+  const std::uint64_t obtainable = std::bit_floor(ring - std::min(ring, lent_));
+  const std::uint64_t half = std::min<std::uint64_t>(socket.want_bytes_ / 2, obtainable);
+  return static_cast<std::uint32_t>(std::max<std::uint64_t>(half, cap));
+}
+
 void RecvEngine::tick(std::chrono::steady_clock::time_point now) {
   if (!capped() || parked_head_ == nullptr) return;
   // Only a socket that waited as long as an idle recv must have been idle takes credit from
@@ -553,9 +567,7 @@ void RecvEngine::park(RecvSocket& socket) {
   counters_.parks.add();
   if (capped()) {
     socket.parked_at_ = std::chrono::steady_clock::now();
-    // A stream grows only while credit is there for it: waiting, it asks for the cap again, so it
-    // cannot hold the sockets queued behind it until a whole grown limit is spare.
-    socket.want_bytes_ = std::min(socket.want_bytes_, limits_.socket_cap_bytes);
+    socket.want_bytes_ = waiting_want(socket);
   }
   socket.state_ = RecvSocket::State::parked;
   push_back<&RecvSocket::parked_prev_, &RecvSocket::parked_next_>(socket, parked_head_,

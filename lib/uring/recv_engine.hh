@@ -100,8 +100,9 @@ class RecvSocket {
 // long stop counting against the ring, so idle connections never keep sockets with data waiting.
 // A stream grows past the cap: a recv that took its whole limit and left bytes queued in the
 // socket (IORING_CQE_F_SOCK_NONEMPTY) doubles its next limit, up to the socket's own cap
-// (RecvSocket::set_recv_cap_bytes, the proxy's high-water mark) and a quarter of the ring. A
-// response that fills its recv leaves nothing queued and stays at the cap.
+// (RecvSocket::set_recv_cap_bytes, the proxy's high-water mark) and a quarter of the ring; one
+// that must wait for credit halves it (never below the cap). A response that fills its recv
+// leaves nothing queued and stays at the cap.
 struct RecvLimits {
   std::uint32_t socket_cap_bytes = 0;
   std::uint32_t min_bytes = 4096;  // raised to one buffer on a ring without incremental buffers
@@ -227,6 +228,7 @@ class RecvEngine {
   void shrink_if_small(RecvSocket& socket);
   void resize_want(RecvSocket& socket);
   std::uint32_t stream_limit(const RecvSocket& socket) const;  // 0: not a stream
+  std::uint32_t waiting_want(const RecvSocket& socket) const;  // its limit when it parks
   void return_credit(RecvSocket& socket);
   RecvEvent finish(RecvSocket& socket, RecvEvent::Kind kind, int error);
 

@@ -453,12 +453,13 @@ TEST(RecvStreamGrowth, ResponsesThatFillTheirRecvStayAtTheCap) {
   EXPECT_LE(run.most_per_recv, 64 * kKiB);
 }
 
-// A stream that must wait for credit asks for the cap again, not its grown limit: 13 idle sockets
-// hold 832 KiB of a 1 MiB ring, so a stream that grew to 128 KiB finds 192 KiB spare, parks when
-// it wants 256 KiB (its recv ended, its own credit is back) and is armed again at once with 64 KiB.
-// Waiting for its grown limit, it would wait for the idle sockets' credit, which only dormancy (10
-// s here, and no tick) gives back.
-TEST(RecvStreamGrowth, AStreamThatMustWaitAsksForTheCapAgain) {
+// A stream that must wait for credit halves its limit, but asks for no more than the ring less
+// what the other recvs hold: 13 idle sockets hold 832 KiB of a 1 MiB ring, so a stream that grew
+// to 128 KiB finds 192 KiB spare, parks when it wants 256 KiB (its recv ended, its own credit is
+// back) and is armed again at once with 128 KiB (half, and the most the 192 KiB holds). Waiting
+// for its grown limit, it would wait for the idle sockets' credit, which only dormancy (10 s here,
+// and no tick) gives back; falling back to the 64 KiB cap, it would climb again after every wait.
+TEST(RecvStreamGrowth, AStreamThatMustWaitHalvesItsLimitWithinWhatTheRingCanLend) {
   RecvHarness h(BufferRingConfig{64, 16 * kKiB, 0, true}, RecvModes{true, true, true},
                 RecvLimits{.socket_cap_bytes = 64 * kKiB,
                            .min_bytes = 4 * kKiB,
@@ -469,13 +470,20 @@ TEST(RecvStreamGrowth, AStreamThatMustWaitAsksForTheCapAgain) {
   RecvSocket socket(pair.server.get(), 600);
   socket.set_recv_cap_bytes(512 * kKiB);
   StreamVerifier verifier(13);
-  RecvSizes sizes;
   std::uint32_t highest_limit = 0;
-  watch_checked(h, socket, verifier, sizes, [&](const RecvSocket& s) {
-    highest_limit = std::max(highest_limit, h.engine.next_limit_bytes(s));
+  constexpr std::uint64_t kTotal = 2048 * kKiB;
+  // The limits it waits with: seen before the completion's buffers go back (which arms it).
+  std::uint32_t highest_parked = 0;
+  h.watch(socket, [&](RecvSocket& s, const RecvEvent& e) {
+    const std::uint32_t limit = h.engine.next_limit_bytes(s);
+    highest_limit = std::max(highest_limit, limit);
+    if (s.state() == State::parked) highest_parked = std::max(highest_parked, limit);
+    if (e.kind == RecvEvent::Kind::data) {
+      verifier.check(e.spans);
+      h.engine.release(e.spans);
+    }
   });
   ASSERT_TRUE(h.engine.start(socket));
-  constexpr std::uint64_t kTotal = 2048 * kKiB;
   std::thread sender = send_stream(pair.client.get(), 13, kTotal);
   const bool whole =
       h.run_until([&] { return verifier.offset == kTotal; }, std::chrono::seconds(5));
@@ -483,8 +491,10 @@ TEST(RecvStreamGrowth, AStreamThatMustWaitAsksForTheCapAgain) {
   sender.join();
   ASSERT_TRUE(whole) << "the stream stalled at " << verifier.offset << " bytes";
   EXPECT_EQ(verifier.mismatches, 0u);
-  // It grew past the cap to 128 KiB; the 256 KiB it asked for next was not spare: it waited.
+  // It grew past the cap to 128 KiB; the 256 KiB it asked for next was not spare: it waited with
+  // 128 KiB, not the cap.
   EXPECT_EQ(highest_limit, 128 * kKiB);
+  EXPECT_EQ(highest_parked, 128 * kKiB);
   EXPECT_GT(h.counters.parks.value(), 0u);
   EXPECT_EQ(h.counters.enobufs.value(), 0u);
   h.engine.close(socket);
