@@ -4,6 +4,7 @@
 #include "lib/fastpath/frame_steps.hh"
 #include "lib/packet/encap.hh"
 #include "lib/packet/flow_hash.hh"
+#include "lib/packet/fragment.hh"
 #include "lib/packet/rewrite.hh"
 
 namespace ferry::fastpath {
@@ -12,6 +13,14 @@ namespace {
 EncapPath path_of(packet::EncapKind kind, bool outer_v6) {
   if (kind == packet::EncapKind::ipip) return outer_v6 ? EncapPath::ipip6 : EncapPath::ipip4;
   return outer_v6 ? EncapPath::gue6 : EncapPath::gue4;
+}
+
+// IPv4 without DF, in 2..kMaxFragmentPieces pieces of at most `inner_mtu` IP bytes.
+bool may_cut(packet::ConstFrameBytes frame, const packet::ParsedPacket& p,
+             std::uint32_t inner_mtu) noexcept {
+  if (packet::ipv4_dont_fragment(frame, p)) return false;  // IPv6: 0 pieces below
+  const std::uint32_t pieces = packet::ipv4_fragment_count(p, inner_mtu);
+  return pieces >= 2 && pieces <= packet::kMaxFragmentPieces;
 }
 
 }  // namespace
@@ -50,9 +59,12 @@ EncapTarget target_of(const packet::Service& service, std::uint16_t b,
   return t;
 }
 
-FrameOutcome encapsulate_as(packet::FrameBytes frame, packet::ParsedPacket& p, const EncapTarget& t,
-                            packet::L4Checksum checksum, const Snapshot& s, FrameSinks sinks,
-                            const IpHop& hop, std::optional<EncapTarget>* sent_to) noexcept {
+// encapsulate_as() and encapsulate_piece(): `piece` is a piece of a packet cut for the tunnel,
+// settled already (checksum, hop limit) and never cut again.
+FrameOutcome encapsulate_checked(packet::FrameBytes frame, packet::ParsedPacket& p,
+                                 const EncapTarget& t, packet::L4Checksum checksum,
+                                 const Snapshot& s, FrameSinks sinks, const IpHop& hop,
+                                 std::optional<EncapTarget>* sent_to, bool piece) noexcept {
   const ConfigTables& tables = *s.config;
   const bool outer_v6 = !t.backend.is_v4();
   // Validation gives every encapsulating service the source its backends' family needs.
@@ -69,14 +81,28 @@ FrameOutcome encapsulate_as(packet::FrameBytes frame, packet::ParsedPacket& p, c
   std::uint32_t mtu = s.ports && r->port < s.ports->mtu.size() ? s.ports->mtu[r->port] : 0;
   if (mtu != 0 && packet::encapsulated_ip_bytes(p.l3_bytes, t.kind, outer_v6) > mtu) {
     std::uint32_t inner_mtu = mtu > overhead ? mtu - overhead : 0;
+    if (piece) return FrameOutcome::dropped(Drop::too_big);
+    if (hop.tunnel_cut != nullptr && may_cut(frame, p, inner_mtu)) {
+      // As a router fragments a datagram that allows it: settled whole, then cut by the worker,
+      // each piece in its own outer header to the same backend (which reassembles them).
+      steps::finish_checksum(frame, p, checksum, sinks.counters);
+      packet::decrement_hop_limit(frame, p);
+      *hop.tunnel_cut = TunnelCut{frame.data(), inner_mtu, t};
+      if (sent_to) *sent_to = t;
+      FrameOutcome o = FrameOutcome::to(0);
+      o.fragment_mtu = inner_mtu;
+      return o;
+    }
     return steps::answer_with_error(frame, p, steps::too_big(p.version, inner_mtu), Drop::too_big,
                                     s, sinks, hop);
   }
   if (hop.headroom < overhead) return FrameOutcome::dropped(Drop::no_headroom);
 
   // The inner packet as it will arrive: checksum whole, one hop less.
-  steps::finish_checksum(frame, p, checksum, sinks.counters);
-  packet::decrement_hop_limit(frame, p);
+  if (!piece) {
+    steps::finish_checksum(frame, p, checksum, sinks.counters);
+    packet::decrement_hop_limit(frame, p);
+  }
 
   packet::EncapHeader outer;
   outer.kind = t.kind;
@@ -106,6 +132,18 @@ FrameOutcome encapsulate_as(packet::FrameBytes frame, packet::ParsedPacket& p, c
   o.front = hop.headroom - e.frame_offset;
   o.length = e.frame_bytes;
   return o;
+}
+
+FrameOutcome encapsulate_as(packet::FrameBytes frame, packet::ParsedPacket& p, const EncapTarget& t,
+                            packet::L4Checksum checksum, const Snapshot& s, FrameSinks sinks,
+                            const IpHop& hop, std::optional<EncapTarget>* sent_to) noexcept {
+  return encapsulate_checked(frame, p, t, checksum, s, sinks, hop, sent_to, false);
+}
+
+FrameOutcome encapsulate_piece(packet::FrameBytes frame, packet::ParsedPacket& p,
+                               const EncapTarget& t, const Snapshot& s, FrameSinks sinks,
+                               const IpHop& hop) noexcept {
+  return encapsulate_checked(frame, p, t, packet::L4Checksum::full, s, sinks, hop, nullptr, true);
 }
 
 }  // namespace ferry::fastpath

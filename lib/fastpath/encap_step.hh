@@ -45,11 +45,21 @@ EncapTarget target_of(const packet::Service& service, std::uint16_t backend,
                       const packet::ParsedPacket& p, const ConfigTables& tables) noexcept;
 
 // The encapsulation itself, to `target`: what encapsulate_to() does once the backend is known,
-// without the hop limit's check (the caller's). Too big for the tunnel: answered as
-// steps::answer_with_error() allows (never about a fragment but the first, nor an ICMP error).
+// without the hop limit's check (the caller's). Too big for the tunnel: an IPv4 packet without DF
+// is left for the worker to cut (*hop.tunnel_cut, FrameOutcome::fragment_mtu) when the worker
+// passed a tunnel_cut and it needs at most packet::kMaxFragmentPieces pieces;
+// anything else is answered as steps::answer_with_error() allows (never about a fragment but the
+// first, nor an ICMP error).
 FrameOutcome encapsulate_as(packet::FrameBytes frame, packet::ParsedPacket& p,
                             const EncapTarget& target, packet::L4Checksum checksum,
                             const Snapshot& s, FrameSinks sinks, const IpHop& hop,
                             std::optional<EncapTarget>* sent_to = nullptr) noexcept;
+
+// One piece of a packet encapsulate_as() asked to cut (p: the piece, an IPv4 fragment whose
+// checksum and hop limit the whole packet had settled already), to `target`. A piece too big
+// for the tunnel all the same is dropped as too_big.
+FrameOutcome encapsulate_piece(packet::FrameBytes frame, packet::ParsedPacket& p,
+                               const EncapTarget& target, const Snapshot& s, FrameSinks sinks,
+                               const IpHop& hop) noexcept;
 
 }  // namespace ferry::fastpath

@@ -8,7 +8,9 @@
 #include <chrono>
 #include <cstring>
 #include <stdexcept>
+#include <utility>
 
+#include "lib/fastpath/encap_step.hh"
 #include "lib/fastpath/ip_hop.hh"
 #include "lib/packet/bytes.hh"
 #include "lib/packet/fragment.hh"
@@ -145,7 +147,7 @@ std::uint32_t Worker::receive(std::uint32_t port_index, const Snapshot& snapshot
     if (orphan_count_ != 0) free_orphans();
     if (o.length != 0 || o.fragment_mtu != 0 || o.fate == Fate::wait || o.release != kNoDatagram) {
       // Dropped, the frame is freed by its own address; sent or held, from where it now starts.
-      dispose(d.addr, d.len, o, now_ms, drops);
+      dispose(d.addr, d.len, o, snapshot, now_ms, drops);
       if (o.release != kNoDatagram) release_fragments(o.release, snapshot, now_ms, drops);
       continue;
     }
@@ -189,12 +191,18 @@ IpHop Worker::ip_hop(std::uint64_t addr, std::uint32_t len, std::uint64_t now_ms
   std::uint64_t end = slab_.frame_base(addr) + slab_.frame_bytes();
   std::uint32_t room = end > addr + len ? static_cast<std::uint32_t>(end - addr - len) : 0;
   auto headroom = static_cast<std::uint32_t>(addr - slab_.frame_base(addr));
-  return IpHop{&fragments_, &icmp_limit_, &next_ip_id_,   now_ms,
-               room,        orphans_,     &orphan_count_, headroom};
+  return IpHop{&fragments_, &icmp_limit_,   &next_ip_id_, now_ms,      room,
+               orphans_,    &orphan_count_, headroom,     &tunnel_cut_};
 }
 
 void Worker::dispose(std::uint64_t addr, std::uint32_t len, const FrameOutcome& o,
-                     std::uint64_t now_ms, std::array<std::uint32_t, kDropCount>& drops) {
+                     const Snapshot& snapshot, std::uint64_t now_ms,
+                     std::array<std::uint32_t, kDropCount>& drops) {
+  if (tunnel_cut_.frame != nullptr && o.fragment_mtu != 0 &&
+      tunnel_cut_.frame == reinterpret_cast<const std::uint8_t*>(slab_.packet(addr, len))) {
+    cut_and_encapsulate(addr, len, snapshot, now_ms, drops);
+    return;
+  }
   if (o.length != 0) len = o.length;
   if (o.fate == Fate::forward || o.fate == Fate::hold) addr -= o.front;
   Drop why = o.drop;
@@ -235,11 +243,11 @@ void Worker::send_or_hold(std::int8_t egress, std::uint64_t addr, std::uint32_t 
   free_frames({&addr, 1});
 }
 
-// An IPv4 datagram (or fragment) without DF over the egress MTU, routed already: cut into
-// fragments as a router does, the first in its own frame, the others in frames of the slab.
-void Worker::cut_and_send(std::int8_t egress, std::uint64_t addr, std::uint32_t len,
-                          const FrameOutcome& o, std::array<std::uint32_t, kDropCount>& drops) {
-  constexpr std::uint32_t kMaxPieces = 64;
+std::uint32_t Worker::cut(std::uint64_t addr, std::uint32_t len, std::uint32_t mtu,
+                          std::uint32_t offset,
+                          std::span<std::uint64_t, packet::kMaxFragmentPieces> pieces,
+                          std::span<std::uint32_t, packet::kMaxFragmentPieces> lengths,
+                          std::array<std::uint32_t, kDropCount>& drops) {
   packet::FrameBytes frame = packet::frame_bytes(slab_.packet(addr, len), len);
   packet::ParsedPacket p;
   packet::Fragment f;
@@ -247,33 +255,63 @@ void Worker::cut_and_send(std::int8_t egress, std::uint64_t addr, std::uint32_t 
   bool parsed = err == packet::ParseError::none ||
                 (err == packet::ParseError::ipv4_fragment &&
                  packet::parse_fragment(frame, p, f) == packet::FragmentParse::fragment);
-  std::uint32_t count = parsed ? packet::ipv4_fragment_count(p, o.fragment_mtu) : 0;
-  std::array<std::uint64_t, kMaxPieces> extra{};
+  std::uint32_t count = parsed ? packet::ipv4_fragment_count(p, mtu) : 0;
+  std::array<std::uint64_t, packet::kMaxFragmentPieces> extra{};
   std::uint32_t got = 0;
-  if (count >= 1 && count <= kMaxPieces) got = slab_.alloc({extra.data(), count - 1});
-  if (count == 0 || count > kMaxPieces || got < count - 1) {
-    if (got < count - 1) counters_.slab_empty.add();
+  if (count >= 1 && count <= packet::kMaxFragmentPieces)
+    got = slab_.alloc({extra.data(), count - 1});
+  const std::uint32_t frame_room = slab_.frame_bytes() - offset;
+  std::array<packet::FrameBytes, packet::kMaxFragmentPieces> more{};
+  for (std::uint32_t i = 0; i < got; ++i) {
+    more[i] = packet::frame_bytes(slab_.packet(extra[i] + offset, frame_room), frame_room);
+  }
+  if (count == 0 || count > packet::kMaxFragmentPieces || got < count - 1 ||
+      !packet::fragment_ipv4(frame, p, mtu, {more.data(), count - 1}, lengths.first(count))) {
+    if (count >= 1 && got < count - 1) counters_.slab_empty.add();
     free_frames({extra.data(), got});
     ++drops[static_cast<std::size_t>(Drop::too_big)];
     free_frames({&addr, 1});
-    return;
-  }
-  std::array<packet::FrameBytes, kMaxPieces> more{};
-  for (std::uint32_t i = 0; i + 1 < count; ++i) {
-    more[i] = packet::frame_bytes(slab_.packet(extra[i], slab_.frame_bytes()), slab_.frame_bytes());
-  }
-  std::array<std::uint32_t, kMaxPieces> lengths{};
-  if (!packet::fragment_ipv4(frame, p, o.fragment_mtu, {more.data(), count - 1},
-                             {lengths.data(), count})) {
-    free_frames({extra.data(), count - 1});
-    ++drops[static_cast<std::size_t>(Drop::too_big)];
-    free_frames({&addr, 1});
-    return;
+    return 0;
   }
   counters_.fragments_made.add(count);
-  send_or_hold(egress, addr, lengths[0], o, drops);
-  for (std::uint32_t i = 0; i + 1 < count; ++i)
-    send_or_hold(egress, extra[i], lengths[i + 1], o, drops);
+  pieces[0] = addr;
+  for (std::uint32_t i = 0; i + 1 < count; ++i) pieces[i + 1] = extra[i] + offset;
+  return count;
+}
+
+// An IPv4 datagram (or fragment) without DF over the egress MTU, routed already: cut into
+// fragments as a router does, the first in its own frame, the others in frames of the slab.
+void Worker::cut_and_send(std::int8_t egress, std::uint64_t addr, std::uint32_t len,
+                          const FrameOutcome& o, std::array<std::uint32_t, kDropCount>& drops) {
+  std::array<std::uint64_t, packet::kMaxFragmentPieces> pieces{};
+  std::array<std::uint32_t, packet::kMaxFragmentPieces> lengths{};
+  const std::uint32_t count = cut(addr, len, o.fragment_mtu, 0, pieces, lengths, drops);
+  for (std::uint32_t i = 0; i < count; ++i) send_or_hold(egress, pieces[i], lengths[i], o, drops);
+}
+
+// An IPv4 packet without DF too big for its tunnel, settled by encapsulate_as() (checksum, hop
+// limit): cut as a router cuts it, then each piece in its own outer header to the backend the
+// whole was bound for, which reassembles them. The pieces keep the frame's headroom for that.
+void Worker::cut_and_encapsulate(std::uint64_t addr, std::uint32_t len, const Snapshot& snapshot,
+                                 std::uint64_t now_ms,
+                                 std::array<std::uint32_t, kDropCount>& drops) {
+  const TunnelCut asked = std::exchange(tunnel_cut_, TunnelCut{});
+  const auto headroom = static_cast<std::uint32_t>(addr - slab_.frame_base(addr));
+  std::array<std::uint64_t, packet::kMaxFragmentPieces> pieces{};
+  std::array<std::uint32_t, packet::kMaxFragmentPieces> lengths{};
+  const std::uint32_t count = cut(addr, len, asked.inner_mtu, headroom, pieces, lengths, drops);
+  FrameSinks sinks{resolutions_, counters_, &backend_counters_};
+  for (std::uint32_t i = 0; i < count; ++i) {
+    packet::FrameBytes piece = packet::frame_bytes(slab_.packet(pieces[i], lengths[i]), lengths[i]);
+    packet::ParsedPacket p;
+    packet::Fragment f;
+    FrameOutcome po = FrameOutcome::dropped(Drop::malformed);
+    if (packet::parse_fragment(piece, p, f) == packet::FragmentParse::fragment) {
+      po = encapsulate_piece(piece, p, asked.target, snapshot, sinks,
+                             ip_hop(pieces[i], lengths[i], now_ms));
+    }
+    dispose(pieces[i], lengths[i], po, snapshot, now_ms, drops);
+  }
 }
 
 void Worker::release_fragments(std::uint32_t datagram, const Snapshot& snapshot,
@@ -286,7 +324,7 @@ void Worker::release_fragments(std::uint32_t datagram, const Snapshot& snapshot,
       FrameOutcome o =
           follow_held(packet::frame_bytes(slab_.packet(h.addr, h.len), h.len), snapshot, sinks,
                       fragments_, datagram, ip_hop(h.addr, h.len, now_ms));
-      dispose(h.addr, h.len, o, now_ms, drops);
+      dispose(h.addr, h.len, o, snapshot, now_ms, drops);
     }
   }
 }

@@ -23,6 +23,7 @@
 #include "lib/fastpath/resolution_queue.hh"
 #include "lib/fastpath/snapshot_board.hh"
 #include "lib/fastpath/worker_counters.hh"
+#include "lib/packet/fragment.hh"
 #include "lib/xsk/frame_account.hh"
 #include "lib/xsk/queue_rings.hh"
 #include "lib/xsk/umem_slab.hh"
@@ -116,12 +117,22 @@ class Worker {
   // The IP hop's rarer outcomes (ip_hop.hh): a changed length, fragments to cut, a later fragment
   // to hold for its first, the held ones a first fragment releases. `drops` as in receive().
   IpHop ip_hop(std::uint64_t addr, std::uint32_t len, std::uint64_t now_ms);
-  void dispose(std::uint64_t addr, std::uint32_t len, const FrameOutcome& o, std::uint64_t now_ms,
+  void dispose(std::uint64_t addr, std::uint32_t len, const FrameOutcome& o,
+               const Snapshot& snapshot, std::uint64_t now_ms,
                std::array<std::uint32_t, kDropCount>& drops);
   void send_or_hold(std::int8_t egress, std::uint64_t addr, std::uint32_t len,
                     const FrameOutcome& o, std::array<std::uint32_t, kDropCount>& drops);
+  // Cuts the IPv4 packet in frame `addr` into pieces of at most `mtu` IP bytes: piece 0 stays in
+  // `addr`, the others go to frames of the slab, `offset` bytes into each. Returns how many
+  // (`pieces`, `lengths`); 0 when it could not (the frame freed, counted in `drops` as too_big).
+  std::uint32_t cut(std::uint64_t addr, std::uint32_t len, std::uint32_t mtu, std::uint32_t offset,
+                    std::span<std::uint64_t, packet::kMaxFragmentPieces> pieces,
+                    std::span<std::uint32_t, packet::kMaxFragmentPieces> lengths,
+                    std::array<std::uint32_t, kDropCount>& drops);
   void cut_and_send(std::int8_t egress, std::uint64_t addr, std::uint32_t len,
                     const FrameOutcome& o, std::array<std::uint32_t, kDropCount>& drops);
+  void cut_and_encapsulate(std::uint64_t addr, std::uint32_t len, const Snapshot& snapshot,
+                           std::uint64_t now_ms, std::array<std::uint32_t, kDropCount>& drops);
   void release_fragments(std::uint32_t datagram, const Snapshot& snapshot, std::uint64_t now_ms,
                          std::array<std::uint32_t, kDropCount>& drops);
   void free_orphans();
@@ -132,6 +143,7 @@ class Worker {
 
   WorkerOptions options_;
   xsk::UmemSlab slab_;
+  TunnelCut tunnel_cut_{};  // IpHop::tunnel_cut: the packet to cut for its tunnel, if any
   std::vector<WorkerPort> ports_;
   std::vector<xsk::QueueRings> rings_;  // ports_[i].rings, contiguous for account_frames
   SnapshotBoard::Reader reader_;

@@ -80,4 +80,7 @@ bool fragment_ipv4(FrameBytes frame, const ParsedPacket& p, std::uint32_t mtu,
 // fragmentation needed. False for IPv6 and for IPv4 that allows fragmentation.
 bool ipv4_dont_fragment(ConstFrameBytes frame, const ParsedPacket& p) noexcept;
 
+// The most pieces the fast path cuts one packet into; one that needs more is refused (too big).
+inline constexpr std::uint32_t kMaxFragmentPieces = 64;
+
 }  // namespace ferry::packet

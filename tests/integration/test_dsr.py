@@ -6,7 +6,8 @@ dnsmasq over DNS (dig, UDP and TCP, and dnsperf losing nothing). Replies never c
 gateway; two services share one backend address and port; an established TCP connection keeps
 its backend when the backends change (a backend added by reload, weights, drain); a request too
 big for the link once encapsulated gets its ICMP, and a TCP upload with the client's default MSS
-gets through by path MTU discovery; a fragmented query reaches its backend whole."""
+gets through by path MTU discovery; a fragmented query reaches its backend whole (over IPv4 on its
+first attempt: the gateway cuts what is too big for the tunnel)."""
 import hashlib
 import socket
 import sys
@@ -270,18 +271,32 @@ else:
 
 @pytest.mark.parametrize("vip,src", [(VIP4, CLIENT4), (VIP6, CLIENT6)])
 def test_a_fragmented_query_reaches_its_backend_whole(served, vip, src):
-    """A DNS query of about 2 KB (EDNS padding): the client's stack sends it in fragments; every
-    fragment goes inside the tunnel to its first fragment's backend (a first fragment too big
-    once encapsulated gets its ICMP, and the resolver's retry fits the MTU the client learned),
-    the backend reassembles the query and answers with its name."""
+    """A DNS query of about 2 KB (EDNS padding): the client's stack sends it in 1500-byte
+    fragments; every fragment goes inside the tunnel to its first fragment's backend, and the
+    backend reassembles the query and answers with its name. IPv4 without DF: each fragment too big
+    once encapsulated is cut again to fit, as a router cuts it, so the first attempt is answered.
+    IPv6 (the second variant): the first fragment too big gets its packet too big, and the
+    resolver's retry fits the MTU the client learned."""
     lab, d = served
     forwarded = total(d, "ferry_xsk_fragments_forwarded_total")
+    made = total(d, "ferry_xsk_fragments_made_total")
+    too_big = total(d, "ferry_xsk_icmp_sent_total", kind="too_big")
+
+    def forget_path_mtu():  # each test starts from the link's MTU, whatever another one learned
+        lab.client.run("ip", "-6" if ":" in vip else "-4", "route", "flush", "cache", check=False)
+    forget_path_mtu()
     try:
         r = lab.client.run(sys.executable, "-c", PADDED_QUERY, vip, src, check=False)
-    finally:  # the path MTU the client learned is this test's: the others start from the link's
-        lab.client.run("ip", "-6" if ":" in vip else "-4", "route", "flush", "cache", check=False)
+    finally:
+        forget_path_mtu()
     print(r.stdout, r.stderr, flush=True)
     check("answered" in r.stdout and "rcode 0" in r.stdout, f"the padded query answered: {r.stdout}")
     check(any(name in r.stdout for name in NAMES), f"a backend's name in the answer: {r.stdout}")
     check(total(d, "ferry_xsk_fragments_forwarded_total") >= forwarded + 2,
           "the query's fragments went through the workers")
+    if vip == VIP4:
+        check("attempt 1 " in r.stdout, f"answered on the first attempt, nothing to retry: {r.stdout}")
+        check(total(d, "ferry_xsk_fragments_made_total") >= made + 2,
+              "the gateway cut the client's fragments for the tunnel")
+        check_eq(total(d, "ferry_xsk_icmp_sent_total", kind="too_big"), too_big,
+                 "no fragmentation needed for a query without DF")
