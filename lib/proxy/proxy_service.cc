@@ -173,8 +173,7 @@ bool ProxyService::sweep(std::chrono::steady_clock::time_point now) {
     reset_all();
     return open_connections() > 0;
   }
-  const std::int64_t now_ms =
-      std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count();
+  const std::int64_t now_ms = steady_now_ms();  // the clock the sessions' stamps are on
   std::lock_guard lock(registry_mutex_);
   for (Session* s = sessions_head_; s != nullptr; s = s->next) {
     const std::uint32_t idle_ms = s->generation->settings.idle_timeout_ms;

@@ -154,10 +154,19 @@ void Worker::maintenance() {
   // Submits what the tasks queued and, with DEFER_TASKRUN, runs the ring's pending task work so
   // the completions are there to reap.
   io_uring_submit_and_get_events(ring_->get());
+  if (!engine_) {
+    reap();
+    flush_ready();
+    return;
+  }
+  // One clock read a turn, not one per completion (RecvEngine::begin_turn()).
+  const auto now = std::chrono::steady_clock::now();
+  engine_->begin_turn(now);
   reap();
-  if (engine_ && engine_->has_quiet()) engine_->check_quiet(std::chrono::steady_clock::now());
-  // Sockets waiting for ring credit: let recvs that went idle lend theirs (a clock read only then).
-  if (engine_ && engine_->parked_sockets() > 0) engine_->tick(std::chrono::steady_clock::now());
+  if (engine_->has_quiet()) engine_->check_quiet(now);
+  // Sockets waiting for ring credit: let recvs that went idle lend theirs.
+  if (engine_->parked_sockets() > 0) engine_->tick(now);
+  engine_->end_turn();
   flush_ready();
 }
 

@@ -115,7 +115,7 @@ bool RecvEngine::credit_available(const RecvSocket& socket) const {
 void RecvEngine::take_credit(RecvSocket& socket, std::uint64_t bytes) {
   socket.credit_bytes_ = bytes;
   lent_ += bytes;
-  socket.active_at_ = std::chrono::steady_clock::now();
+  socket.active_at_ = now();
   socket.holder_ = true;
   push_back<&RecvSocket::holder_prev_, &RecvSocket::holder_next_>(socket, holders_head_,
                                                                   holders_tail_);
@@ -470,7 +470,7 @@ void RecvEngine::after_recv_ended(RecvSocket& socket) {
 
 void RecvEngine::note_drained(RecvSocket& socket, const io_uring_cqe& cqe) {
   // A completion that left bytes queued is retried by the kernel itself; a drained one waits for
-  // a wakeup. Listing costs a clock read and a few pointer writes, no syscall.
+  // a wakeup. Listing costs a few pointer writes (the turn's time, see begin_turn()), no syscall.
   if (!limits_.check_drained || !modes_.multishot ||
       (cqe.flags & IORING_CQE_F_SOCK_NONEMPTY) != 0 ||
       static_cast<std::uint32_t>(cqe.res) < limits_.quiet_min_bytes ||
@@ -478,7 +478,7 @@ void RecvEngine::note_drained(RecvSocket& socket, const io_uring_cqe& cqe) {
     return;
   }
   socket.quiet_ = true;
-  socket.quiet_since_ = std::chrono::steady_clock::now();
+  socket.quiet_since_ = now();
   push_back<&RecvSocket::quiet_prev_, &RecvSocket::quiet_next_>(socket, quiet_head_, quiet_tail_);
 }
 
@@ -566,7 +566,7 @@ void RecvEngine::resume(RecvSocket& socket) {
 void RecvEngine::park(RecvSocket& socket) {
   counters_.parks.add();
   if (capped()) {
-    socket.parked_at_ = std::chrono::steady_clock::now();
+    socket.parked_at_ = now();
     socket.want_bytes_ = waiting_want(socket);
   }
   socket.state_ = RecvSocket::State::parked;

@@ -199,7 +199,20 @@ class RecvEngine {
   // parked sockets are armed with what that frees. Cheap; the worker calls it from its loop.
   void tick(std::chrono::steady_clock::time_point now);
 
+  // The time of one turn of the worker's loop: between begin_turn() and end_turn() the engine
+  // stamps activity, parking and quiet recvs with `now` instead of reading the clock for each
+  // completion (its thresholds are 10 ms and more; a turn takes microseconds). Outside a turn
+  // it reads the clock.
+  void begin_turn(std::chrono::steady_clock::time_point now) {
+    turn_now_ = now;
+    in_turn_ = true;
+  }
+  void end_turn() { in_turn_ = false; }
+
  private:
+  std::chrono::steady_clock::time_point now() const {
+    return in_turn_ ? turn_now_ : std::chrono::steady_clock::now();
+  }
   void arm(RecvSocket& socket);
   void park(RecvSocket& socket);
   void unpark(RecvSocket& socket);
@@ -248,6 +261,8 @@ class RecvEngine {
   RecvSocket* quiet_tail_ = nullptr;
   bool total_cap_refused_ = false;  // the kernel refused the multishot total limit (-EINVAL)
   bool total_cap_seen_ = false;     // a capped multishot recv delivered data: the limit works
+  bool in_turn_ = false;
+  std::chrono::steady_clock::time_point turn_now_{};
 };
 
 }  // namespace ferry::uring
