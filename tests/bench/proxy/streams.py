@@ -7,7 +7,10 @@ download or a replication does). The figure is Gbit moved per proxy CPU second: 
 its whole CPU on loopback, so the rate alone would compare the machine, not the proxies.
 
 Passes rotate the proxies' order; a second ferryd (--ferryd-b, shown as `ferry-b`) runs beside the
-first for an A/B of two builds in the same run. Writes a Markdown report (--out).
+first for an A/B of two builds in the same run. --congestion-control sets the machine's TCP
+congestion control for the run and puts the one before back at the end (it matters: BBR paces
+with TCP's own timers on loopback, which has no qdisc); the report names the one used. Writes a
+Markdown report (--out).
 """
 import argparse
 import json
@@ -51,11 +54,25 @@ def run_stream(a, port, streams, reverse, pids):
             "retransmits": result["end"].get("sum_sent", {}).get("retransmits", 0)}
 
 
+CC_SYSCTL = "/proc/sys/net/ipv4/tcp_congestion_control"
+
+
+def congestion_control():
+    with open(CC_SYSCTL) as f:
+        return f.read().strip()
+
+
+def set_congestion_control(name):
+    with open(CC_SYSCTL, "w") as f:
+        f.write(name)
+
+
 def report(a, results, raw):
     lines = ["# TCP proxy benchmark: long streams", ""]
     lines.append(f"`tests/bench/proxy/streams.sh`, {time.strftime('%Y-%m-%d %H:%M %Z')}: "
                  f"{pb.machine()}, kernel {platform.release()}; {a.duration_s:g} s per run, "
-                 f"{a.repeat} passes (the proxies' order rotated each pass), nice {a.nice}.")
+                 f"{a.repeat} passes (the proxies' order rotated each pass), nice {a.nice}, TCP "
+                 f"congestion control {a.cc_used}.")
     lines.append("")
     lines.append("iperf3 (Debian 3.12) client -> proxy -> iperf3 server, all on loopback; `up`: "
                  "the client sends, `down` (`-R`): the server sends; `P1`/`P4`: one or four "
@@ -107,6 +124,8 @@ def main():
     p.add_argument("--duration-s", type=float, default=5.0)
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--nice", type=int, default=-15)
+    p.add_argument("--congestion-control", default="",
+                   help="net.ipv4.tcp_congestion_control for the run (default: as it is)")
     a = p.parse_args()
     if a.nice:
         pb.prioritize(a.nice)
@@ -115,6 +134,10 @@ def main():
     a.shapes = a.shapes.split()
     pb.Ferry.binary = a.ferryd
     pb.FerryB.binary = a.ferryd_b
+    cc_before = congestion_control()
+    if a.congestion_control and a.congestion_control != cc_before:
+        set_congestion_control(a.congestion_control)
+    a.cc_used = congestion_control()
     workdir = tempfile.mkdtemp(prefix="ferry-streams-bench-")
     os.chmod(workdir, 0o755)
     server_port = pb.free_port()
@@ -148,6 +171,8 @@ def main():
         server.terminate()
         server.wait(timeout=10)
         shutil.rmtree(workdir, ignore_errors=True)
+        if congestion_control() != cc_before:
+            set_congestion_control(cc_before)
     report(a, results, raw)
 
 

@@ -7,7 +7,8 @@
 #
 # Environment: WORKERS="1 2" DURATION_S=5 REPEAT=3 PROXIES="ferry haproxy nginx" NICE=-15
 # SHAPES="up-P1 up-P4 down-P1 down-P4" OUT=FILE, FERRYD_B=PATH (a second ferryd beside the
-# first, `ferry-b` in the report: an A/B of two builds in one run). About 5 minutes by default.
+# first, `ferry-b` in the report: an A/B of two builds in one run), CC=NAME (the TCP congestion
+# control for the run, e.g. cubic; the one before is put back). About 5 minutes by default.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../../.." && pwd)
@@ -22,4 +23,4 @@ exec setsid -w python3 "$here/streams.py" --ferryd "$build/daemon/ferryd" \
   ${FERRYD_B:+--ferryd-b "$FERRYD_B"} --out "${OUT:-$root/tests/bench/results/streams.md}" \
   --workers "${WORKERS:-1 2}" --duration-s "${DURATION_S:-5}" --repeat "${REPEAT:-3}" \
   --proxies "${PROXIES:-ferry haproxy nginx}" --nice "${NICE:--15}" \
-  --shapes "${SHAPES:-up-P1 up-P4 down-P1 down-P4}"
+  --shapes "${SHAPES:-up-P1 up-P4 down-P1 down-P4}" --congestion-control "${CC:-}"
