@@ -154,19 +154,11 @@ void Worker::maintenance() {
   // Submits what the tasks queued and, with DEFER_TASKRUN, runs the ring's pending task work so
   // the completions are there to reap.
   io_uring_submit_and_get_events(ring_->get());
-  if (!engine_) {
-    reap();
-    flush_ready();
-    return;
-  }
-  // One clock read a turn, not one per completion (RecvEngine::begin_turn()).
-  const auto now = std::chrono::steady_clock::now();
-  engine_->begin_turn(now);
+  // One clock read a turn, not one per completion; the turn's end looks at quiet recvs and lends
+  // idle recvs' credit to sockets waiting for it (RecvEngine::begin_turn()).
+  if (engine_) engine_->begin_turn(std::chrono::steady_clock::now());
   reap();
-  if (engine_->has_quiet()) engine_->check_quiet(now);
-  // Sockets waiting for ring credit: let recvs that went idle lend theirs.
-  if (engine_->parked_sockets() > 0) engine_->tick(now);
-  engine_->end_turn();
+  if (engine_) engine_->end_turn();
   flush_ready();
 }
 

@@ -229,6 +229,12 @@ std::uint32_t RecvEngine::waiting_want(const RecvSocket& socket) const {
   return static_cast<std::uint32_t>(std::max<std::uint64_t>(half, cap));
 }
 
+void RecvEngine::end_turn() {
+  check_quiet(turn_now_);
+  tick(turn_now_);
+  in_turn_ = false;
+}
+
 void RecvEngine::tick(std::chrono::steady_clock::time_point now) {
   if (!capped() || parked_head_ == nullptr) return;
   // Only a socket that waited as long as an idle recv must have been idle takes credit from

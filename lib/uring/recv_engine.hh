@@ -189,25 +189,26 @@ class RecvEngine {
   std::uint32_t next_limit_bytes(const RecvSocket& socket) const;
 
   // Recvs that drained their socket and got no completion since (RecvLimits::check_drained). While
-  // there are any, the worker parks for at most limits().quiet_check_after and calls
-  // check_quiet() after every reap: a recv quiet that long whose socket has bytes waiting lost its
+  // there are any, the worker parks for at most limits().quiet_check_after; check_quiet() (from
+  // end_turn(), after every reap): a recv quiet that long whose socket has bytes waiting lost its
   // wakeup and is ended and armed again (ferry_uring_drain_rearms_total).
   bool has_quiet() const { return quiet_head_ != nullptr; }
   void check_quiet(std::chrono::steady_clock::time_point now);
 
   // With a cap and parked sockets: recvs idle for limits().dormant_after stop holding credit, and
-  // parked sockets are armed with what that frees. Cheap; the worker calls it from its loop.
+  // parked sockets are armed with what that frees. Cheap; end_turn() calls it.
   void tick(std::chrono::steady_clock::time_point now);
 
-  // The time of one turn of the worker's loop: between begin_turn() and end_turn() the engine
-  // stamps activity, parking and quiet recvs with `now` instead of reading the clock for each
-  // completion (its thresholds are 10 ms and more; a turn takes microseconds). Outside a turn
-  // it reads the clock.
+  // One turn of the worker's loop, around its reap: between begin_turn() and end_turn() the
+  // engine stamps activity, parking and quiet recvs with `now` instead of reading the clock for
+  // each completion (its thresholds are 10 ms and more; a turn takes microseconds). Outside a
+  // turn it reads the clock. end_turn() first looks at quiet recvs (check_quiet()) and lends idle
+  // recvs' credit to parked sockets (tick()), both at the turn's time.
   void begin_turn(std::chrono::steady_clock::time_point now) {
     turn_now_ = now;
     in_turn_ = true;
   }
-  void end_turn() { in_turn_ = false; }
+  void end_turn();
 
  private:
   std::chrono::steady_clock::time_point now() const {
