@@ -38,6 +38,8 @@ class BufferRing {
   std::uint16_t group_id() const { return group_id_; }
   std::uint32_t count() const { return count_; }
   std::uint32_t buffer_bytes() const { return buffer_bytes_; }
+  // Bytes of all its buffers together (count() x buffer_bytes()).
+  std::uint64_t total_bytes() const { return std::uint64_t{count_} * buffer_bytes_; }
   // Buffers in the ring for the kernel to fill (a partly consumed incremental buffer counts).
   std::uint32_t free_buffers() const { return static_cast<std::uint32_t>(free_.value()); }
   const metrics::Gauge& free_gauge() const { return free_; }

@@ -58,7 +58,7 @@ RecvEngine::RecvEngine(Uring& ring, BufferRing& buffers, const RecvModes& modes,
       spans_(buffers.count()),
       limits_(limits) {
   modes_.incremental = buffers.incremental();
-  const std::uint64_t ring_bytes = std::uint64_t{buffers.count()} * buffers.buffer_bytes();
+  const std::uint64_t ring_bytes = buffers.total_bytes();
   if (limits_.socket_cap_bytes > ring_bytes) {
     limits_.socket_cap_bytes = static_cast<std::uint32_t>(ring_bytes);
   }
@@ -208,7 +208,7 @@ std::uint32_t RecvEngine::stream_limit(const RecvSocket& socket) const {
       socket.armed_limit_bytes_ == 0 || socket.delivered_bytes_ < socket.armed_limit_bytes_) {
     return 0;
   }
-  const std::uint64_t quarter_ring = std::uint64_t{buffers_.count()} * buffers_.buffer_bytes() / 4;
+  const std::uint64_t quarter_ring = buffers_.total_bytes() / 4;
   const std::uint64_t top = std::min<std::uint64_t>(own, quarter_ring);
   if (top <= limits_.socket_cap_bytes) return 0;  // no room above the cap: the usual rule
   const std::uint64_t twice = std::uint64_t{socket.armed_limit_bytes_} * 2;
@@ -223,7 +223,7 @@ std::uint32_t RecvEngine::waiting_want(const RecvSocket& socket) const {
   // and the socket would hold the sockets queued behind it until then.
   const std::uint32_t cap = limits_.socket_cap_bytes;
   if (socket.want_bytes_ <= cap) return socket.want_bytes_;
-  const std::uint64_t ring = std::uint64_t{buffers_.count()} * buffers_.buffer_bytes();
+  const std::uint64_t ring = buffers_.total_bytes();
   const std::uint64_t obtainable = std::bit_floor(ring - std::min(ring, lent_));
   const std::uint64_t half = std::min<std::uint64_t>(socket.want_bytes_ / 2, obtainable);
   return static_cast<std::uint32_t>(std::max<std::uint64_t>(half, cap));
