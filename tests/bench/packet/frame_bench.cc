@@ -8,16 +8,15 @@
 // worker.
 #include <benchmark/benchmark.h>
 
-#include <array>
 #include <cstring>
 #include <optional>
 #include <vector>
 
 #include "lib/fastpath/flow_table.hh"
-#include "lib/fastpath/fragment_table.hh"
 #include "lib/fastpath/frame_processor.hh"
 #include "lib/fastpath/hold_queue.hh"
 #include "lib/packet/checksum.hh"
+#include "tests/unit/fastpath/ip_hop_state.hh"
 #include "tests/unit/fastpath/lab_tables.hh"
 
 namespace ferry::fastpath {
@@ -121,20 +120,8 @@ void BM_ProcessFrameEncap(benchmark::State& state) {
   ResolutionQueue queue;
   WorkerCounters counters;
   BackendCounters backends;
-  packet::IcmpRateLimit icmp_limit;
-  std::uint16_t next_ip_id = 0x100;
-  FragmentTable fragments;
-  std::array<std::uint64_t, FragmentTable::Limits{}.held_frames> orphans{};
-  std::uint32_t orphan_count = 0;
-  IpHop hop;  // by field: the bench builds against trees with and without its later fields
-  hop.fragments = &fragments;
-  hop.icmp_limit = &icmp_limit;
-  hop.next_ip_id = &next_ip_id;
-  hop.now_ms = 5000;
-  hop.room = kRoom;
-  hop.orphans = orphans;
-  hop.orphan_count = &orphan_count;
-  hop.headroom = kHeadroom;
+  IpHopState ip_hop;
+  const IpHop hop = ip_hop.at(5000, kRoom, kHeadroom);
   std::uint32_t front = 0;
   for (auto _ : state) {
     std::memcpy(frame, original.data(), 48);

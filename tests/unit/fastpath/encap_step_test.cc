@@ -18,6 +18,7 @@
 #include "lib/packet/balance.hh"
 #include "lib/packet/icmp.hh"
 #include "lib/packet/parse.hh"
+#include "tests/unit/fastpath/ip_hop_state.hh"
 #include "tests/unit/fastpath/lab_tables.hh"
 #include "tests/unit/fastpath/quic_packets.hh"
 #include "tests/unit/packet/ip_hop_builder.hh"
@@ -164,22 +165,11 @@ class EncapStepTest : public ::testing::Test {
     Bytes chunk(kHeadroom + frame.size() + kRoom, 0);
     std::copy(frame.begin(), frame.end(), chunk.begin() + kHeadroom);
     FrameOutcome o = follow_held({chunk.data() + kHeadroom, frame.size()}, *snapshot_,
-                                 {queue_, counters_}, fragments_, datagram, hop(kHeadroom));
+                                 {queue_, counters_}, ip_hop_.fragments, datagram, hop(kHeadroom));
     frame = slice(chunk, kHeadroom - o.front, o.length != 0 ? o.length : frame.size());
     return o;
   }
-  IpHop hop(std::uint32_t headroom) {
-    IpHop hop;
-    hop.fragments = &fragments_;
-    hop.icmp_limit = &icmp_limit_;
-    hop.next_ip_id = &next_ip_id_;
-    hop.now_ms = 5000;
-    hop.room = kRoom;
-    hop.orphans = orphans_;
-    hop.orphan_count = &orphan_count_;
-    hop.headroom = headroom;
-    return hop;
-  }
+  IpHop hop(std::uint32_t headroom) { return ip_hop_.at(5000, kRoom, headroom); }
   // The frames a request of `spec` leaves as when it is sent twice: one flow, two packets.
   std::array<Bytes, 2> sent_twice(const FrameSpec& spec) {
     std::array<Bytes, 2> out{build_frame(spec).bytes, build_frame(spec).bytes};
@@ -287,11 +277,7 @@ class EncapStepTest : public ::testing::Test {
   }
 
   std::unique_ptr<Snapshot> snapshot_;
-  packet::IcmpRateLimit icmp_limit_;
-  std::uint16_t next_ip_id_ = 0x100;
-  FragmentTable fragments_;
-  std::array<std::uint64_t, FragmentTable::Limits{}.held_frames> orphans_{};
-  std::uint32_t orphan_count_ = 0;
+  IpHopState ip_hop_;  // the worker's fragment table, ICMP limit, identification and orphans
   ResolutionQueue queue_;
   WorkerCounters counters_;
 };
@@ -318,7 +304,7 @@ TEST_P(EncapPathTest, ARequestLeavesInsideTheOuterHeaderToItsBackendOneHopLessAn
     Bytes f = build_frame(spec).bytes;
     const net::IpAddress backend = maglev_backend(f, service_name());
     const Bytes inner = arriving_inner(spec);
-    const std::uint16_t ip_id = next_ip_id_;
+    const std::uint16_t ip_id = ip_hop_.next_ip_id;
     EXPECT_EQ(run(f), sent_with_front(1, path.overhead, kL3 + path.overhead + inner.size()))
         << "out of port 1, the kernel's route to the backend; grown at its front";
     expect_encapsulated(f, path, inner, source(), backend, ip_id);
@@ -355,7 +341,7 @@ TEST_P(EncapPathTest, ARequestTooBigOnceEncapsulatedGetsTheLinkMtuLessTheOverhea
   FrameSpec fits = request_of_ip_bytes(40000, 1400 - path.overhead);
   Bytes f = build_frame(fits).bytes;
   const net::IpAddress backend = maglev_backend(f, service_name());
-  const std::uint16_t ip_id = next_ip_id_;
+  const std::uint16_t ip_id = ip_hop_.next_ip_id;
   ASSERT_EQ(run(f), sent_with_front(1, path.overhead, kL3 + 1400));
   expect_encapsulated(f, path, arriving_inner(fits), source(), backend, ip_id);
 
@@ -592,7 +578,7 @@ TEST_F(EncapStepTest, ATcpConnectionKeepsItsBackendWhenABackendIsAdded) {
   FlowTable table{4096, 30000, counters_.flows};
   use(three);
   Bytes syn = tcp_segment(port, kSyn);
-  const std::uint16_t ip_id = next_ip_id_;
+  const std::uint16_t ip_id = ip_hop_.next_ip_id;
   ASSERT_EQ(run(syn, kHeadroom, {&table, 1000}), sent_with_front(1, 20, kL3 + 20 + 40));
   expect_encapsulated(syn, kIpip4, slice(tcp_segment(port, kSyn, 63), kL3, 40), ip(kSource), before,
                       ip_id);
@@ -667,7 +653,7 @@ TEST_F(EncapStepTest, AnErrorAboutAReplyGoesUnchangedInsideTheTunnelToTheFlowsBa
   Bytes inner = slice(f, kL3, f.size() - kL3);
   inner[8] = 63;  // one hop less, header checksum made right again
   put16(inner, 10, reference_ipv4_checksum(inner, 0, 20));
-  const std::uint16_t ip_id = next_ip_id_;
+  const std::uint16_t ip_id = ip_hop_.next_ip_id;
   ASSERT_EQ(run(f), sent_with_front(1, 20, kL3 + 20 + inner.size()));
   expect_encapsulated(f, kIpip4, inner, ip(kSource), backend, ip_id);
   EXPECT_EQ(counters_.icmp_translated.value(), 1u);
