@@ -92,11 +92,15 @@ def open_fds(pids):
 
 def machine_busy():
     """(busy, total, softirq) jiffies of the whole machine, to show how loaded it was during a
-    load and how much of it was softirq work no process is charged for."""
+    load and how much of it was softirq work no process is charged for. Busy is the wall time
+    times the CPUs less the idle time: the kernel accounts idle time exactly (NO_HZ), but busy
+    time only by ticks, and the ticks miss most of a CPU that sleeps and wakes thousands of times
+    a second (a proxy pinned to one CPU at 13 Gbit/s: 2.2 s by ticks, 3.4 s by wall less idle,
+    and its own utime + stime 3.3 s)."""
     with open("/proc/stat") as f:
         values = [int(v) for v in f.readline().split()[1:]]
-    idle = values[3] + values[4]
-    return sum(values) - idle, sum(values), values[6]
+    total = round(time.monotonic() * CLK_TCK * (os.cpu_count() or 1))
+    return total - values[3] - values[4], total, values[6]
 
 
 def ksoftirqd_pids():

@@ -15,7 +15,6 @@ Markdown report (--out).
 import argparse
 import json
 import os
-import platform
 import shutil
 import statistics
 import subprocess
@@ -31,26 +30,32 @@ import proxy_bench as pb  # noqa: E402  (the proxies, /proc readings and the run
 SHAPES = [("up-P1", 1, False), ("up-P4", 4, False), ("down-P1", 1, True), ("down-P4", 4, True)]
 
 
-def run_stream(a, port, streams, reverse, pids):
-    """One iperf3 client run through the proxy on `port`: Gbit received and the proxy's CPU."""
+def run_stream(a, port, streams, reverse, pids, server_pid):
+    """One iperf3 client run through the proxy on `port`: Gbit received, the proxy's CPU, the
+    iperf3 server's and the whole machine's."""
     cmd = ["iperf3", "--client", "127.0.0.1", "--port", str(port), "--parallel", str(streams),
            "--time", str(a.duration_s), "--json"] + (["--reverse"] if reverse else [])
     cpu0 = pb.cpu_seconds(pids)
+    server0 = pb.cpu_seconds([server_pid])
     busy0, total0, _ = pb.machine_busy()
     t0 = time.monotonic()
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=a.duration_s + 60)
     seconds = time.monotonic() - t0
     busy1, total1, _ = pb.machine_busy()
     cpu1 = pb.cpu_seconds(pids)
+    server1 = pb.cpu_seconds([server_pid])
     result = json.loads(out.stdout)
     if out.returncode != 0 or "error" in result:
         raise RuntimeError(f"iperf3 failed: {result.get('error', out.stderr.strip())}")
     received = result["end"]["sum_received"]
     gbit = received["bytes"] * 8 / 1e9
     proxy_cpu = cpu1 - cpu0
+    machine_cpu = (busy1 - busy0) / pb.CLK_TCK
     return {"gbit": gbit, "gbps": gbit / received["seconds"], "proxy_cpu_s": proxy_cpu,
             "gbit_per_cpu_s": gbit / proxy_cpu if proxy_cpu else 0.0, "seconds": seconds,
             "machine_busy": (busy1 - busy0) / max(1, total1 - total0),
+            "machine_cpu_s": machine_cpu, "server_cpu_s": server1 - server0,
+            "gbit_per_machine_cpu_s": gbit / machine_cpu if machine_cpu else 0.0,
             "retransmits": result["end"].get("sum_sent", {}).get("retransmits", 0)}
 
 
@@ -70,7 +75,7 @@ def set_congestion_control(name):
 def report(a, results, raw):
     lines = ["# TCP proxy benchmark: long streams", ""]
     lines.append(f"`tests/bench/proxy/streams.sh`, {time.strftime('%Y-%m-%d %H:%M %Z')}: "
-                 f"{pb.machine()}, kernel {platform.release()}; {a.duration_s:g} s per run, "
+                 f"{pb.machine()}; {a.duration_s:g} s per run, "
                  f"{a.repeat} passes (the proxies' order rotated each pass), nice {a.nice}, TCP "
                  f"congestion control {a.cc_used}.")
     lines.append("")
@@ -80,15 +85,25 @@ def report(a, results, raw):
                  "(utime + stime of the proxy's processes over the run); medians over the passes "
                  "(every pass in brackets). Each proxy has the same worker count W (ferry "
                  "`tcp.workers`, HAProxy `nbthread`, nginx `worker_processes`).")
+    lines.append("")
+    lines.append("On loopback the context that transmits a segment also runs the receiving "
+                 "socket's TCP input and wakes its reader, so a proxy is charged for part of the "
+                 "iperf3 server's receive work when it transmits its own segments, and not when "
+                 "the segments leave later from a pacing timer or an ACK on the server's CPU. "
+                 "The machine columns count everyone: machine CPU s = wall time x CPUs less "
+                 "idle time over the run (client, proxy, server, softirq), and Gbit per machine "
+                 "CPU second is the Gbit over that; server CPU s is the iperf3 server's.")
     if a.ferryd_b:
         lines.append("")
         lines.append(f"`ferry` is {a.ferryd}, `ferry-b` is {a.ferryd_b}.")
     for w in a.workers:
         lines += ["", f"## W = {w}", ""]
         peers = [p for p in a.proxies if p not in ("ferry", "direct")]
+        compare = "ferry" in a.proxies and peers
         head = "| shape | proxy | Gbit/s | proxy CPU s | Gbit per CPU s | passes |"
-        if "ferry" in a.proxies and peers:
-            head += " ferry / this |"
+        head += " ferry / this |" if compare else ""
+        head += " server CPU s | machine CPU s | Gbit per machine CPU s |"
+        head += " ferry / this, machine |" if compare else ""
         lines += [head, "|" + "---|" * (head.count("|") - 1)]
         for shape, _, _ in SHAPES:
             if shape not in a.shapes:
@@ -103,9 +118,17 @@ def report(a, results, raw):
                 row = (f"| {shape} | {name} | {statistics.median(x['gbps'] for x in r):.2f} | "
                        f"{statistics.median(x['proxy_cpu_s'] for x in r):.2f} | {med:.2f} | "
                        f"{passes} |")
-                if "ferry" in a.proxies and peers:
+                if compare:
                     f = statistics.median(x["gbit_per_cpu_s"] for x in ferry) if ferry else 0
                     row += f" {f / med:.2f} |" if name != "ferry" and med else " |"
+                machine = statistics.median(x["gbit_per_machine_cpu_s"] for x in r)
+                row += (f" {statistics.median(x['server_cpu_s'] for x in r):.2f} |"
+                        f" {statistics.median(x['machine_cpu_s'] for x in r):.2f} |"
+                        f" {machine:.2f} |")
+                if compare:
+                    f = (statistics.median(x["gbit_per_machine_cpu_s"] for x in ferry)
+                         if ferry else 0)
+                    row += f" {f / machine:.2f} |" if name != "ferry" and machine else " |"
                 lines.append(row)
     lines += ["", "<details><summary>every run</summary>", "", "```"] + raw + ["```", "</details>"]
     with open(a.out, "w") as f:
@@ -157,12 +180,16 @@ def main():
                         for shape, streams, reverse in SHAPES:
                             if shape not in a.shapes:
                                 continue
-                            r = run_stream(a, port, streams, reverse, proxy.pids())
+                            r = run_stream(a, port, streams, reverse, proxy.pids(),
+                                           server.pid)
                             results[w].setdefault((name, shape), []).append(r)
                             text = (f"pass {rep + 1} W={w} {name:<8} {shape:<8} "
                                     f"{r['gbps']:6.2f} Gbit/s  proxy {r['proxy_cpu_s']:5.2f} s  "
                                     f"{r['gbit_per_cpu_s']:6.2f} Gbit/CPU-s  "
-                                    f"busy {r['machine_busy']:.0%}  retransmits {r['retransmits']}")
+                                    f"server {r['server_cpu_s']:5.2f} s  machine "
+                                    f"{r['machine_cpu_s']:5.2f} s  "
+                                    f"{r['gbit_per_machine_cpu_s']:6.2f} Gbit/machine-CPU-s  "
+                                    f"retransmits {r['retransmits']}")
                             raw.append(text)
                             print("  " + text, flush=True)
                     finally:
