@@ -29,6 +29,8 @@ TcpOptions tcp_options_from(const config::TcpConfig& tcp, runtime::HeartbeatHook
   rt.name_prefix = "tcp-";
   // A multishot recv per connection plus a send or two each: size the queues for bursts.
   rt.ring.entries = 512;
+  // SINGLE_ISSUER|DEFER_TASKRUN unless forced off, as on a kernel before 6.1 (which refuses it).
+  rt.ring.defer_taskrun = !env_flag("FERRY_URING_NO_DEFER_TASKRUN");
   rt.recv_modes = uring::resolve_modes(
       uring::with_env_overrides(uring::recv_options_from(tcp.buffers)), features);
   rt.buffers = uring::BufferRingConfig{.count = tcp.buffers.count,

@@ -283,6 +283,10 @@ nlohmann::json TcpPlane::status() const {
       if (it.key() != "workers") out[it.key()] = it.value();
     }
   }
+  // What the rings got, not what was asked: a kernel before 6.1 refuses DEFER_TASKRUN.
+  if (runtime_ && runtime_->worker_count() > 0) {
+    out["defer_taskrun"] = runtime_->worker(0).ring().defer_taskrun();
+  }
   nlohmann::json listeners = nlohmann::json::array();
   for (const auto& [name, service] : services_) {
     listeners.push_back({{"service", name}, {"address", service->bound().to_string()}});

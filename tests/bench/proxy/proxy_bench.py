@@ -371,6 +371,14 @@ class FerryNoStreamGrowth(Ferry):
     env = {"FERRY_URING_NO_STREAM_GROWTH": "1"}
 
 
+class FerryNoDeferTaskrun(Ferry):
+    """ferry with FERRY_URING_NO_DEFER_TASKRUN=1: the workers' rings without SINGLE_ISSUER |
+    DEFER_TASKRUN, as on a kernel before 6.1 (task work runs on any syscall)."""
+
+    name = "ferry-nodefer"
+    env = {"FERRY_URING_NO_DEFER_TASKRUN": "1"}
+
+
 class FerryRing512(FerryBigRing):
     """ferry with tcp.buffers.count 512 (8 MiB of 16 KiB buffers per worker): room for four
     streams' recvs of the whole 1 MiB high-water mark at once."""
@@ -379,7 +387,7 @@ class FerryRing512(FerryBigRing):
     buffers = {"count": 512}
 
 
-KINDS = {"direct": Direct, "ferry-ring512": FerryRing512, "ferry-b": FerryB, "ferry-nogrowth": FerryNoStreamGrowth, "ferry-ring4096": FerryBigRing, "ferry-nocredit": FerryNoCredit, "ferry": Ferry, "haproxy": HAProxy, "haproxy-splice": HAProxySplice,
+KINDS = {"direct": Direct, "ferry-ring512": FerryRing512, "ferry-b": FerryB, "ferry-nogrowth": FerryNoStreamGrowth, "ferry-nodefer": FerryNoDeferTaskrun, "ferry-ring4096": FerryBigRing, "ferry-nocredit": FerryNoCredit, "ferry": Ferry, "haproxy": HAProxy, "haproxy-splice": HAProxySplice,
          "nginx": Nginx}
 
 

@@ -274,6 +274,8 @@ TEST(TcpPlane, StatusShowsModesFeaturesAndListeners) {
   EXPECT_TRUE(s["io_ready"] == "index" || std::getenv("FERRY_TASK_GLOBAL_IO_READY") != nullptr)
       << s.dump();
   EXPECT_TRUE(s["features"].contains("bundle"));
+  // This kernel (6.18) grants DEFER_TASKRUN; the forced fallback runs without it.
+  EXPECT_EQ(s["defer_taskrun"], std::getenv("FERRY_URING_NO_DEFER_TASKRUN") == nullptr) << s.dump();
   ASSERT_EQ(s["listeners"].size(), 1u);
   EXPECT_EQ(s["listeners"][0]["service"], "echo");
   EXPECT_EQ(s["listeners"][0]["address"], "127.0.0.1:" + std::to_string(port_of(plane, "echo")));
