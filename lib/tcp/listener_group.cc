@@ -84,8 +84,12 @@ class ListenerGroup::Acceptor : public runtime::Completion {
 
   void accepted(runtime::Worker& worker, const io_uring_cqe& cqe) {
     if (cqe.res >= 0) {
-      UniqueFd conn(cqe.res);
-      if (state_ != State::closing) group_.sink_.accepted(worker, std::move(conn));
+      // Served even while closing: the kernel accepted it before the cancel reached the accept.
+      // Closing it here would reset a client that may already have sent, and in an upgrade the
+      // new ferryd serves every connection still queued on the same socket, so this one would
+      // be the only one lost. close() returns only after this completion and before the service
+      // ends its connections, so it drains with the rest.
+      group_.sink_.accepted(worker, UniqueFd(cqe.res));
     } else if (cqe.res != -ECANCELED) {
       group_.sink_.accept_failed(worker, -cqe.res);
     }
