@@ -88,8 +88,11 @@ class ListenerGroup::Acceptor : public runtime::Completion {
       // Closing it here would reset a client that may already have sent, and in an upgrade the
       // new ferryd serves every connection still queued on the same socket, so this one would
       // be the only one lost. close() returns only after this completion and before the service
-      // ends its connections, so it drains with the rest.
-      group_.sink_.accepted(worker, UniqueFd(cqe.res));
+      // ends its connections, so it drains with the rest; unless close() gave up waiting.
+      UniqueFd conn(cqe.res);
+      if (state_ != State::closing || !group_.abandoned_.load(std::memory_order_acquire)) {
+        group_.sink_.accepted(worker, std::move(conn));
+      }
     } else if (cqe.res != -ECANCELED) {
       group_.sink_.accept_failed(worker, -cqe.res);
     }
@@ -188,7 +191,11 @@ bool ListenerGroup::close(runtime::Runtime& runtime, std::chrono::milliseconds t
   std::unique_lock lock(close_mutex_);
   const bool all =
       close_cv_.wait_for(lock, timeout, [this] { return closed_acceptors_ == acceptors_.size(); });
-  if (all) shared_fd_.reset();
+  if (all) {
+    shared_fd_.reset();
+  } else {
+    abandoned_.store(true, std::memory_order_release);
+  }
   return all;
 }
 

@@ -2,6 +2,7 @@
 // worker with its own multishot accept, handing every accepted socket to the service's sink.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -66,6 +67,9 @@ class ListenerGroup {
   std::mutex close_mutex_;
   std::condition_variable close_cv_;
   std::uint32_t closed_acceptors_ = 0;  // guarded by close_mutex_
+  // close() gave up waiting: the service has ended its connections without these accepts, so
+  // a connection they still take is closed, not handed to it.
+  std::atomic<bool> abandoned_{false};
 };
 
 }  // namespace ferry::tcp

@@ -50,6 +50,8 @@ void TcpPlane::start_locked(const config::Config& config) {
   TcpOptions options = tcp_options_from(config.tcp, heartbeat_);
   auto rt = std::make_unique<runtime::Runtime>(options.runtime);
   rt->start();
+  // What the rings got, not what was asked: a kernel before 6.1 refuses DEFER_TASKRUN.
+  defer_taskrun_ = rt->worker_count() > 0 && rt->worker(0).ring().defer_taskrun();
   runtime_ = std::move(rt);
   options_ = std::move(options);
   tcp_config_ = config.tcp;
@@ -283,10 +285,7 @@ nlohmann::json TcpPlane::status() const {
       if (it.key() != "workers") out[it.key()] = it.value();
     }
   }
-  // What the rings got, not what was asked: a kernel before 6.1 refuses DEFER_TASKRUN.
-  if (runtime_ && runtime_->worker_count() > 0) {
-    out["defer_taskrun"] = runtime_->worker(0).ring().defer_taskrun();
-  }
+  if (runtime_) out["defer_taskrun"] = defer_taskrun_;
   nlohmann::json listeners = nlohmann::json::array();
   for (const auto& [name, service] : services_) {
     listeners.push_back({{"service", name}, {"address", service->bound().to_string()}});

@@ -121,6 +121,9 @@ class TcpPlane {
   mutable std::mutex services_mutex_;  // services_ against the metrics collector
   std::unique_ptr<runtime::Runtime> runtime_;
   std::optional<TcpOptions> options_;
+  // Whether the workers' rings got SINGLE_ISSUER|DEFER_TASKRUN, read once at start: a worker
+  // that fails frees its ring while the runtime still stands.
+  bool defer_taskrun_ = false;
   config::TcpConfig tcp_config_;  // as started, to tell what a reload would change
   SessionTracker sessions_;
   std::map<std::string, std::shared_ptr<TcpService>> services_;

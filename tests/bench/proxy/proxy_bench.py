@@ -27,6 +27,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "..", "..", ".."))
 sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
 from harness import Notifications  # noqa: E402  (the sd_notify end ferryd reports READY=1 to)
+sys.path.insert(0, HERE)
+import work_split  # noqa: E402  (--profile's split of the samples by kind of work)
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 GIB = 1 << 30
@@ -100,7 +102,8 @@ def machine_busy():
     with open("/proc/stat") as f:
         values = [int(v) for v in f.readline().split()[1:]]
     total = round(time.monotonic() * CLK_TCK * (os.cpu_count() or 1))
-    return total - values[3] - values[4], total, values[6]
+    # Not busy: idle, iowait, and steal (the host ran something else on this vCPU).
+    return total - values[3] - values[4] - values[7], total, values[6]
 
 
 def ksoftirqd_pids():
@@ -668,42 +671,6 @@ def report(a, results, idle, unavailable, raw_lines):
     print(f"written to {a.out}")
 
 
-# The kinds of work a profile is split into, by the sample's leaf symbol (profile()): what is the
-# proxy's own and what is the kernel's TCP/IP work that every proxy pays per message or byte.
-WORK_KINDS = [
-    ("io_uring / epoll", re.compile(r"(__)?io_|io_uring|tctx_|ep_|do_epoll|__x64_sys_epoll")),
-    ("fget/fput", re.compile(r"(__)?f(get|put)|fdget")),
-    ("syscall/vfs glue", re.compile(
-        r"entry_SYSCALL|do_syscall|syscall_|__x64_sys_(read|write|recv|send)|ksys_|vfs_"
-        r"|sock_(read|write)_iter|__sys_(send|recv)|(__)?import_iovec|__check_object_size"
-        r"|(__)?copy_msghdr")),
-    ("scheduler", re.compile(r"(__)?schedule|finish_task_switch|pick_next|(en|de)queue_"
-                             r"|update_curr|try_to_wake_up|ttwu|psi_")),
-]
-
-
-def work_split(perf_data):
-    """{kind: percent of the samples} of one perf.data: `user` (the proxy, its libraries, the
-    vDSO), the WORK_KINDS, and `kernel TCP/IP` for the rest of the kernel (the copies, TCP,
-    loopback, softirq, waking the peers)."""
-    out = subprocess.run(["perf", "report", "-i", perf_data, "--stdio", "--no-children",
-                          "--sort", "dso,sym", "--percent-limit", "0", "-q"],
-                         capture_output=True, text=True).stdout
-    split = {"kernel TCP/IP": 0.0, "user": 0.0}
-    split.update({kind: 0.0 for kind, _ in WORK_KINDS})
-    for line in out.splitlines():
-        m = re.match(r"\s*([\d.]+)%\s+(\S+)\s+\[.\]\s+(\S+)", line)
-        if not m:
-            continue
-        percent, dso, sym = float(m.group(1)), m.group(2), m.group(3)
-        if "kernel" not in dso:
-            kind = "user"
-        else:
-            kind = next((k for k, pattern in WORK_KINDS if pattern.match(sym)), "kernel TCP/IP")
-        split[kind] += percent
-    return split
-
-
 def profile(a, shapes, workdir, backend, backend_port, maxconn, nofile):
     """Where each proxy's CPU time goes, per load shape: perf samples of its processes only."""
     os.makedirs(a.profile, exist_ok=True)
@@ -730,7 +697,7 @@ def profile(a, shapes, workdir, backend, backend_port, maxconn, nofile):
                     f.write(f"# {name} W={w} {shape}: {r['gbps']:.2f} Gbps, "
                             f"{r['requests_per_s']:.0f} req/s, proxy {r['proxy_cpu_s']:.2f} CPU s, "
                             f"{r['cpu_s_per_gib']:.3f} s/GiB\n")
-                    split = work_split(base + ".data")
+                    split = work_split.split(base + ".data")
                     f.write("# by kind of work: " + ", ".join(
                         f"{kind} {percent:.1f}%" for kind, percent in split.items()) + "\n")
                     f.flush()
@@ -767,7 +734,7 @@ def main():
     p.add_argument("--profile", metavar="DIR",
                    help="instead of the benchmark: one load per proxy, worker count and shape "
                         "under `perf record` of the proxy's processes; writes DIR/NAME-wW-SHAPE.txt "
-                        "(the split by kind of work, work_split(), then a flat profile by object and "
+                        "(the split by kind of work, work_split.py, then a flat profile by object and "
                         "symbol, user and kernel)")
     p.add_argument("--nice", type=int, default=-15,
                    help="nice value of this run's own scheduler autogroup and of its processes "

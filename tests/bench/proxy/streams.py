@@ -55,7 +55,7 @@ def run_stream(a, port, streams, reverse, pids, server_pid):
             "gbit_per_cpu_s": gbit / proxy_cpu if proxy_cpu else 0.0, "seconds": seconds,
             "machine_busy": (busy1 - busy0) / max(1, total1 - total0),
             "machine_cpu_s": machine_cpu, "server_cpu_s": server1 - server0,
-            "gbit_per_machine_cpu_s": gbit / machine_cpu if machine_cpu else 0.0,
+            "gbit_per_machine_cpu_s": gbit / machine_cpu if machine_cpu > 0 else 0.0,
             "retransmits": result["end"].get("sum_sent", {}).get("retransmits", 0)}
 
 

@@ -123,16 +123,19 @@ TEST(ListenerGroup, ConnectionsAcceptedWhileClosingReachTheSinkNotAReset) {
   files.rlim_cur = files.rlim_max;
   ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &files), 0);
   ASSERT_GE(files.rlim_cur, 2 * kMaxClients + 64) << "the hard limit of open files is too low";
+  // Declared before the runtime, so that a failed assertion stops the workers (and their
+  // accepts) before the group and the sink go.
+  KeepingSink sink;
+  std::unique_ptr<ListenerGroup> group;
   runtime::RuntimeConfig config;
   config.workers = 1;
   runtime::Runtime runtime(config);
   runtime.start();
-  KeepingSink sink;
 
   // The "new ferryd": a copy of the listening socket that outlives every group, as a handover's
   // does; what is still in the accept queue after the last group closed is accepted from it.
-  auto group = std::make_unique<ListenerGroup>(*net::Endpoint::parse("127.0.0.1:0"),
-                                               ListenerMode::reuseport, 1, true, sink);
+  group = std::make_unique<ListenerGroup>(*net::Endpoint::parse("127.0.0.1:0"),
+                                          ListenerMode::reuseport, 1, true, sink);
   group->listen(runtime);
   UniqueFd held(::dup(group->fds().front()));
   ASSERT_TRUE(held);
