@@ -374,6 +374,14 @@ class FerryNoStreamGrowth(Ferry):
     env = {"FERRY_URING_NO_STREAM_GROWTH": "1"}
 
 
+class FerryRing64(FerryBigRing):
+    """ferry with tcp.buffers.count 64 (1 MiB of 16 KiB buffers per worker): the buffers the
+    kernel cycles through in order stay few enough to be in cache when they are reused."""
+
+    name = "ferry-ring64"
+    buffers = {"count": 64}
+
+
 class FerryNoDeferTaskrun(Ferry):
     """ferry with FERRY_URING_NO_DEFER_TASKRUN=1: the workers' rings without SINGLE_ISSUER |
     DEFER_TASKRUN, as on a kernel before 6.1 (task work runs on any syscall)."""
@@ -390,7 +398,8 @@ class FerryRing512(FerryBigRing):
     buffers = {"count": 512}
 
 
-KINDS = {"direct": Direct, "ferry-ring512": FerryRing512, "ferry-b": FerryB, "ferry-nogrowth": FerryNoStreamGrowth, "ferry-nodefer": FerryNoDeferTaskrun, "ferry-ring4096": FerryBigRing, "ferry-nocredit": FerryNoCredit, "ferry": Ferry, "haproxy": HAProxy, "haproxy-splice": HAProxySplice,
+KINDS = {"direct": Direct, "ferry-ring512": FerryRing512, "ferry-b": FerryB, "ferry-nogrowth": FerryNoStreamGrowth, "ferry-nodefer": FerryNoDeferTaskrun,
+         "ferry-ring64": FerryRing64, "ferry-ring4096": FerryBigRing, "ferry-nocredit": FerryNoCredit, "ferry": Ferry, "haproxy": HAProxy, "haproxy-splice": HAProxySplice,
          "nginx": Nginx}
 
 
