@@ -26,7 +26,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
 sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
 sys.path.insert(0, os.path.join(ROOT, "tests", "bench", "proxy"))
 import harness  # noqa: E402
-import proxy_bench as pb  # noqa: E402
+import proxies  # noqa: E402
 from dsr_lab import BACKENDS4, GW4, DsrLab, VIP4, dsr_config  # noqa: E402
 
 PORT = 5201
@@ -57,11 +57,11 @@ def run_iperf(lab, target, reverse, seconds):
 
 
 def measure(lab, ferryd_pid, target, reverse, seconds):
-    busy0, _, soft0 = pb.machine_busy()
-    cpu0 = pb.cpu_seconds([ferryd_pid])
+    busy0, _, soft0 = proxies.machine_busy()
+    cpu0 = proxies.cpu_seconds([ferryd_pid])
     moved = run_iperf(lab, target, reverse, seconds)
-    busy1, _, soft1 = pb.machine_busy()
-    cpu1 = pb.cpu_seconds([ferryd_pid])
+    busy1, _, soft1 = proxies.machine_busy()
+    cpu1 = proxies.cpu_seconds([ferryd_pid])
     return {"bytes": moved, "busy_s": (busy1 - busy0) / CLK_TCK,
             "softirq_s": (soft1 - soft0) / CLK_TCK, "ferryd_s": cpu1 - cpu0}
 

@@ -11,7 +11,7 @@ test. Examples:
   pinned.py --ferryd ... --rate 3250M nginx up-P4                       (-b per stream)
   pinned.py --ferryd ... --perf-stat '-A -e timer:hrtimer_start' nginx up-P4
 
-KIND is a proxy_bench.py kind (ferry, nginx, haproxy, ferry-nogrowth, ...); SHAPE is up-P1, up-P4,
+KIND is a proxies.py kind (ferry, nginx, haproxy, ferry-nogrowth, ...); SHAPE is up-P1, up-P4,
 down-P1 or down-P4. --buffers and --proxy replace ferry's tcp.buffers and tcp.proxy sections.
 --cc sets net.ipv4.tcp_congestion_control for the run and puts the one before back.
 """
@@ -26,7 +26,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-import proxy_bench as pb  # noqa: E402  (the proxies and /proc readings)
+import proxies  # noqa: E402  (the proxies and /proc readings)
 import streams  # noqa: E402  (the congestion control switch)
 
 
@@ -45,8 +45,8 @@ def voluntary_switches(pids):
 def configured_kind(kind, buffers, proxy):
     """The bench kind, or a ferry kind whose config sections are replaced."""
     if buffers is None and proxy is None:
-        return pb.KINDS[kind]
-    base = pb.KINDS[kind]
+        return proxies.KINDS[kind]
+    base = proxies.KINDS[kind]
 
     class Configured(base):
         def write(self, template, name):
@@ -68,7 +68,7 @@ def run(a):
     pin_iperf = ["taskset", "-c", "0"]
     workdir = tempfile.mkdtemp(prefix="ferry-pinned-")
     os.chmod(workdir, 0o755)
-    port = pb.free_port()
+    port = proxies.free_port()
     server = subprocess.Popen(pin_iperf + ["iperf3", "--server", "--bind", "127.0.0.1", "--port",
                                            str(port)],
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -97,11 +97,11 @@ def run(a):
         cmd += ["--reverse"] if a.shape.startswith("down") else []
         cmd += ["--bitrate", a.rate] if a.rate else []
         server_sleeps0, proxy_sleeps0 = voluntary_switches([server.pid]), voluntary_switches(pids)
-        busy0, _, _ = pb.machine_busy()
-        server0, cpu0 = pb.cpu_seconds([server.pid]), pb.cpu_seconds(pids)
+        busy0, _, _ = proxies.machine_busy()
+        server0, cpu0 = proxies.cpu_seconds([server.pid]), proxies.cpu_seconds(pids)
         out = subprocess.run(cmd, capture_output=True, text=True, timeout=a.duration_s + 60)
-        server1, cpu1 = pb.cpu_seconds([server.pid]), pb.cpu_seconds(pids)
-        busy1, _, _ = pb.machine_busy()
+        server1, cpu1 = proxies.cpu_seconds([server.pid]), proxies.cpu_seconds(pids)
+        busy1, _, _ = proxies.machine_busy()
         server_sleeps1, proxy_sleeps1 = voluntary_switches([server.pid]), voluntary_switches(pids)
         for p in (perf, stat):
             if p:
@@ -113,7 +113,7 @@ def run(a):
         received = json.loads(out.stdout)["end"]["sum_received"]
         gbit = received["bytes"] * 8 / 1e9
         cpu = cpu1 - cpu0
-        machine = (busy1 - busy0) / pb.CLK_TCK
+        machine = (busy1 - busy0) / proxies.CLK_TCK
         print(f"{a.kind} {a.shape} W={a.workers}: {gbit / received['seconds']:.2f} Gbit/s, "
               f"{gbit:.1f} Gbit, proxy {cpu:.2f} CPU s, {gbit / cpu:.2f} Gbit per CPU s, "
               f"server {server1 - server0:.2f} CPU s and {server_sleeps1 - server_sleeps0} "
@@ -140,11 +140,11 @@ def main():
     p.add_argument("--perf", metavar="FILE", help="perf record -g of the proxy into FILE")
     p.add_argument("--perf-stat", metavar="ARGS", help="perf stat -a ARGS over the run")
     a = p.parse_args()
-    pb.Ferry.binary = a.ferryd
+    proxies.Ferry.binary = a.ferryd
     for item in a.env:
         name, _, value = item.partition("=")
         os.environ[name] = value  # the proxies inherit this process's environment
-    pb.prioritize(-15)
+    proxies.prioritize(-15)
     cc_before = streams.congestion_control()
     if a.cc and a.cc != cc_before:
         streams.set_congestion_control(a.cc)

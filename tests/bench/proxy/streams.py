@@ -24,7 +24,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-import proxy_bench as pb  # noqa: E402  (the proxies, /proc readings and the run's priority)
+import proxies  # noqa: E402  (the proxies, /proc readings and the run's priority)
 
 # (shape, parallel streams, reverse)
 SHAPES = [("up-P1", 1, False), ("up-P4", 4, False), ("down-P1", 1, True), ("down-P4", 4, True)]
@@ -35,22 +35,22 @@ def run_stream(a, port, streams, reverse, pids, server_pid):
     iperf3 server's and the whole machine's."""
     cmd = ["iperf3", "--client", "127.0.0.1", "--port", str(port), "--parallel", str(streams),
            "--time", str(a.duration_s), "--json"] + (["--reverse"] if reverse else [])
-    cpu0 = pb.cpu_seconds(pids)
-    server0 = pb.cpu_seconds([server_pid])
-    busy0, total0, _ = pb.machine_busy()
+    cpu0 = proxies.cpu_seconds(pids)
+    server0 = proxies.cpu_seconds([server_pid])
+    busy0, total0, _ = proxies.machine_busy()
     t0 = time.monotonic()
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=a.duration_s + 60)
     seconds = time.monotonic() - t0
-    busy1, total1, _ = pb.machine_busy()
-    cpu1 = pb.cpu_seconds(pids)
-    server1 = pb.cpu_seconds([server_pid])
+    busy1, total1, _ = proxies.machine_busy()
+    cpu1 = proxies.cpu_seconds(pids)
+    server1 = proxies.cpu_seconds([server_pid])
     result = json.loads(out.stdout)
     if out.returncode != 0 or "error" in result:
         raise RuntimeError(f"iperf3 failed: {result.get('error', out.stderr.strip())}")
     received = result["end"]["sum_received"]
     gbit = received["bytes"] * 8 / 1e9
     proxy_cpu = cpu1 - cpu0
-    machine_cpu = (busy1 - busy0) / pb.CLK_TCK
+    machine_cpu = (busy1 - busy0) / proxies.CLK_TCK
     return {"gbit": gbit, "gbps": gbit / received["seconds"], "proxy_cpu_s": proxy_cpu,
             "gbit_per_cpu_s": gbit / proxy_cpu if proxy_cpu else 0.0, "seconds": seconds,
             "machine_busy": (busy1 - busy0) / max(1, total1 - total0),
@@ -75,7 +75,7 @@ def set_congestion_control(name):
 def report(a, results, raw):
     lines = ["# TCP proxy benchmark: long streams", ""]
     lines.append(f"`tests/bench/proxy/streams.sh`, {time.strftime('%Y-%m-%d %H:%M %Z')}: "
-                 f"{pb.machine()}; {a.duration_s:g} s per run, "
+                 f"{proxies.machine()}; {a.duration_s:g} s per run, "
                  f"{a.repeat} passes (the proxies' order rotated each pass), nice {a.nice}, TCP "
                  f"congestion control {a.cc_used}.")
     lines.append("")
@@ -151,19 +151,19 @@ def main():
                    help="net.ipv4.tcp_congestion_control for the run (default: as it is)")
     a = p.parse_args()
     if a.nice:
-        pb.prioritize(a.nice)
+        proxies.prioritize(a.nice)
     a.proxies = a.proxies.split() + (["ferry-b"] if a.ferryd_b else [])
     a.workers = [int(w) for w in a.workers.split()]
     a.shapes = a.shapes.split()
-    pb.Ferry.binary = a.ferryd
-    pb.FerryB.binary = a.ferryd_b
+    proxies.Ferry.binary = a.ferryd
+    proxies.FerryB.binary = a.ferryd_b
     cc_before = congestion_control()
     if a.congestion_control and a.congestion_control != cc_before:
         set_congestion_control(a.congestion_control)
     a.cc_used = congestion_control()
     workdir = tempfile.mkdtemp(prefix="ferry-streams-bench-")
     os.chmod(workdir, 0o755)
-    server_port = pb.free_port()
+    server_port = proxies.free_port()
     server = subprocess.Popen(["iperf3", "--server", "--bind", "127.0.0.1", "--port",
                                str(server_port)], stdout=subprocess.DEVNULL,
                               stderr=subprocess.DEVNULL)
@@ -174,7 +174,7 @@ def main():
             for w in a.workers:
                 order = a.proxies[rep % len(a.proxies):] + a.proxies[:rep % len(a.proxies)]
                 for name in order:
-                    proxy = pb.KINDS[name](workdir, w, server_port, 1024, 4096)
+                    proxy = proxies.KINDS[name](workdir, w, server_port, 1024, 4096)
                     try:
                         port = proxy.start()
                         for shape, streams, reverse in SHAPES:
