@@ -116,7 +116,7 @@ TEST(ListenerGroup, ConnectionsAcceptedWhileClosingReachTheSinkNotAReset) {
   // Every connection stays open to the end (both ends: a server end closed with the client's byte
   // unread would reset it): two fds per client, kPerRound clients a round.
   constexpr int kRounds = 20;
-  constexpr std::size_t kPerRound = 100;
+  constexpr std::size_t kPerRound = 50;
   constexpr std::size_t kMaxClients = kRounds * kPerRound;
   rlimit files{};
   ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &files), 0);
