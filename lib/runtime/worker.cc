@@ -154,9 +154,10 @@ void Worker::maintenance() {
   // Submits what the tasks queued and, with DEFER_TASKRUN, runs the ring's pending task work so
   // the completions are there to reap.
   io_uring_submit_and_get_events(ring_->get());
-  // One clock read a turn, not one per completion; the turn's end looks at quiet recvs and lends
-  // idle recvs' credit to sockets waiting for it (RecvEngine::begin_turn()).
-  if (engine_) engine_->begin_turn(std::chrono::steady_clock::now());
+  // At most one clock read a turn, and only if a completion needs the time; the turn's end looks
+  // at quiet recvs and lends idle recvs' credit to sockets waiting for it
+  // (RecvEngine::begin_turn()).
+  if (engine_) engine_->begin_turn();
   reap();
   if (engine_) engine_->end_turn();
   flush_ready();

@@ -229,9 +229,18 @@ std::uint32_t RecvEngine::waiting_want(const RecvSocket& socket) const {
   return static_cast<std::uint32_t>(std::max<std::uint64_t>(half, cap));
 }
 
+std::chrono::steady_clock::time_point RecvEngine::now() const {
+  if (!in_turn_) return std::chrono::steady_clock::now();
+  if (!turn_now_read_) {
+    turn_now_ = std::chrono::steady_clock::now();
+    turn_now_read_ = true;
+  }
+  return turn_now_;
+}
+
 void RecvEngine::end_turn() {
-  check_quiet(turn_now_);
-  tick(turn_now_);
+  if (has_quiet()) check_quiet(now());
+  if (parked_head_ != nullptr) tick(now());
   in_turn_ = false;
 }
 

@@ -200,20 +200,19 @@ class RecvEngine {
   void tick(std::chrono::steady_clock::time_point now);
 
   // One turn of the worker's loop, around its reap: between begin_turn() and end_turn() the
-  // engine stamps activity, parking and quiet recvs with `now` instead of reading the clock for
-  // each completion (its thresholds are 10 ms and more; a turn takes microseconds). Outside a
-  // turn it reads the clock. end_turn() first looks at quiet recvs (check_quiet()) and lends idle
-  // recvs' credit to parked sockets (tick()), both at the turn's time.
-  void begin_turn(std::chrono::steady_clock::time_point now) {
-    turn_now_ = now;
+  // engine reads the clock at most once, when something first needs the time (stamping
+  // activity, parking or a quiet recv; its thresholds are 10 ms and more, a turn takes
+  // microseconds), and a turn that needs none reads none. Outside a turn it reads the clock each
+  // time. end_turn() looks at quiet recvs (check_quiet()) and lends idle recvs' credit to parked
+  // sockets (tick()) when there are any, at the turn's time.
+  void begin_turn() {
     in_turn_ = true;
+    turn_now_read_ = false;
   }
   void end_turn();
 
  private:
-  std::chrono::steady_clock::time_point now() const {
-    return in_turn_ ? turn_now_ : std::chrono::steady_clock::now();
-  }
+  std::chrono::steady_clock::time_point now() const;
   void arm(RecvSocket& socket);
   void park(RecvSocket& socket);
   void unpark(RecvSocket& socket);
@@ -263,7 +262,8 @@ class RecvEngine {
   bool total_cap_refused_ = false;  // the kernel refused the multishot total limit (-EINVAL)
   bool total_cap_seen_ = false;     // a capped multishot recv delivered data: the limit works
   bool in_turn_ = false;
-  std::chrono::steady_clock::time_point turn_now_{};
+  mutable bool turn_now_read_ = false;  // turn_now_ holds this turn's time
+  mutable std::chrono::steady_clock::time_point turn_now_{};
 };
 
 }  // namespace ferry::uring
