@@ -56,20 +56,21 @@ def cpu_seconds(pids):
     return total / CLK_TCK
 
 
-def status_kib(pid, key):
-    with open(f"/proc/{pid}/status") as f:
+def proc_kib(path, key):
+    """The kB figure of `key` in a /proc file of "Key:   N kB" lines; 0 when it is not there."""
+    with open(path) as f:
         for line in f:
             if line.startswith(key + ":"):
                 return int(line.split()[1])
     return 0
 
 
+def status_kib(pid, key):
+    return proc_kib(f"/proc/{pid}/status", key)
+
+
 def pss_kib(pid):
-    with open(f"/proc/{pid}/smaps_rollup") as f:
-        for line in f:
-            if line.startswith("Pss:"):
-                return int(line.split()[1])
-    return 0
+    return proc_kib(f"/proc/{pid}/smaps_rollup", "Pss")
 
 
 def memory_kib(pids):
