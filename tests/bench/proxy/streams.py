@@ -113,22 +113,25 @@ def report(a, results, raw):
                 r = results[w].get((name, shape))
                 if not r:
                     continue
-                med = statistics.median(x["gbit_per_cpu_s"] for x in r)
+                def median(key, runs=r):
+                    return statistics.median(x[key] for x in runs) if runs else 0
+
+                def ferry_over(key):
+                    """ferry's median over this proxy's, or blank (ferry's own row, no figure)."""
+                    mine = median(key)
+                    if not compare:
+                        return ""
+                    if name == "ferry" or not mine:
+                        return " |"
+                    return f" {median(key, ferry) / mine:.2f} |"
+
                 passes = " / ".join(f"{x['gbit_per_cpu_s']:.2f}" for x in r)
-                row = (f"| {shape} | {name} | {statistics.median(x['gbps'] for x in r):.2f} | "
-                       f"{statistics.median(x['proxy_cpu_s'] for x in r):.2f} | {med:.2f} | "
-                       f"{passes} |")
-                if compare:
-                    f = statistics.median(x["gbit_per_cpu_s"] for x in ferry) if ferry else 0
-                    row += f" {f / med:.2f} |" if name != "ferry" and med else " |"
-                machine = statistics.median(x["gbit_per_machine_cpu_s"] for x in r)
-                row += (f" {statistics.median(x['server_cpu_s'] for x in r):.2f} |"
-                        f" {statistics.median(x['machine_cpu_s'] for x in r):.2f} |"
-                        f" {machine:.2f} |")
-                if compare:
-                    f = (statistics.median(x["gbit_per_machine_cpu_s"] for x in ferry)
-                         if ferry else 0)
-                    row += f" {f / machine:.2f} |" if name != "ferry" and machine else " |"
+                row = (f"| {shape} | {name} | {median('gbps'):.2f} | {median('proxy_cpu_s'):.2f} | "
+                       f"{median('gbit_per_cpu_s'):.2f} | {passes} |")
+                row += ferry_over("gbit_per_cpu_s")
+                row += (f" {median('server_cpu_s'):.2f} | {median('machine_cpu_s'):.2f} |"
+                        f" {median('gbit_per_machine_cpu_s'):.2f} |")
+                row += ferry_over("gbit_per_machine_cpu_s")
                 lines.append(row)
     lines += ["", "<details><summary>every run</summary>", "", "```"] + raw + ["```", "</details>"]
     with open(a.out, "w") as f:
