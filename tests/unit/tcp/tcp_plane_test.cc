@@ -58,6 +58,18 @@ int worker_threads() {
   return n;
 }
 
+// Worker threads left once stop() joined them. A joined thread's /proc/self/task entry goes when
+// the kernel reaps it, a moment after the join returns: await that, do not race it.
+int worker_threads_after_stop() {
+  const auto deadline = std::chrono::steady_clock::now() + 5s;
+  int n = worker_threads();
+  while (n != 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(1ms);
+    n = worker_threads();
+  }
+  return n;
+}
+
 std::uint16_t port_of(const TcpPlane& plane, const std::string& service) {
   std::optional<net::Endpoint> ep = plane.bound_address(service);
   EXPECT_TRUE(ep.has_value());
@@ -163,7 +175,7 @@ TEST(TcpPlane, EchoesManyConnectionsAndLargeMessagesByteExact) {
   EXPECT_TRUE(workers[1].contains("victim_inbox_attempts"));
   plane.stop();
   EXPECT_FALSE(plane.running());
-  EXPECT_EQ(worker_threads(), 0);
+  EXPECT_EQ(worker_threads_after_stop(), 0);
   EXPECT_EQ(metric(registry, "ferry_runtime_tasks_run_total", {{"worker", "tcp-0"}}), -1);
 }
 
