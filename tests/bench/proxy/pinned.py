@@ -140,7 +140,7 @@ def main():
     p.add_argument("--perf", metavar="FILE", help="perf record -g of the proxy into FILE")
     p.add_argument("--perf-stat", metavar="ARGS", help="perf stat -a ARGS over the run")
     a = p.parse_args()
-    proxies.Ferry.binary = a.ferryd
+    proxies.use_builds(a.ferryd)
     for item in a.env:
         name, _, value = item.partition("=")
         os.environ[name] = value  # the proxies inherit this process's environment

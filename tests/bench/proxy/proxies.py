@@ -387,7 +387,60 @@ class FerryRing512(FerryBigRing):
     buffers = {"count": 512}
 
 
-KINDS = {"direct": Direct, "ferry-ring512": FerryRing512, "ferry-b": FerryB, "ferry-nogrowth": FerryNoStreamGrowth, "ferry-nodefer": FerryNoDeferTaskrun,
+class Floor(Proxy):
+    """floor-proxy (floor_proxy.cc): a forwarder that does nothing but move the bytes, the least a
+    proxy can cost on this kernel. Its ratio to a peer bounds what any proxy of its kind can reach
+    on a shape; ferry's distance to it is ferry's own work. Built beside ferryd (-Dbench=true)."""
+
+    name = "floor-uring"
+    mode = "uring"
+    args = []
+    binary = None
+    idle_test = False
+
+    def start(self):
+        if not self.binary or not os.path.exists(self.binary):
+            raise RuntimeError(f"no floor-proxy at {self.binary}: build with -Dbench=true")
+        with open(self.log_path, "w") as log:
+            self.proc = subprocess.Popen([self.binary, "--backend", str(self.backend_port),
+                                          "--threads", str(self.workers), "--mode", self.mode]
+                                         + self.args,
+                                         stdout=subprocess.PIPE, stderr=log, text=True,
+                                         stdin=subprocess.DEVNULL)
+        line = self.proc.stdout.readline().split()
+        if len(line) != 2 or line[0] != "port":
+            raise RuntimeError(f"floor-proxy did not report its port: {self.log()}")
+        self.port = int(line[1])
+        self.wait_listening()
+        return self.port
+
+
+class FloorFixed(Floor):
+    """floor-proxy --fixed-files: its recvs and sends name the sockets by registered slot, so no
+    request takes the fd table's reference (what registered files could save a proxy at most)."""
+
+    name = "floor-fixed"
+    args = ["--fixed-files"]
+
+
+class FloorEpoll(Floor):
+    """floor-proxy --mode epoll: the least an epoll proxy (HAProxy's and nginx's kind) can cost."""
+
+    name = "floor-epoll"
+    mode = "epoll"
+
+
+def use_builds(ferryd, ferryd_b=None):
+    """The binaries the kinds run: ferryd (and a second build for ferry-b), and the floor-proxy
+    built in the same build directory as ferryd."""
+    Ferry.binary = ferryd
+    FerryB.binary = ferryd_b
+    build = os.path.dirname(os.path.dirname(os.path.abspath(ferryd)))
+    Floor.binary = os.path.join(build, "tests", "bench", "proxy", "floor-proxy")
+
+
+KINDS = {"direct": Direct, "floor-uring": Floor, "floor-fixed": FloorFixed,
+         "floor-epoll": FloorEpoll, "ferry-ring512": FerryRing512, "ferry-b": FerryB, "ferry-nogrowth": FerryNoStreamGrowth, "ferry-nodefer": FerryNoDeferTaskrun,
          "ferry-ring64": FerryRing64, "ferry-ring4096": FerryBigRing, "ferry-nocredit": FerryNoCredit, "ferry": Ferry, "haproxy": HAProxy, "haproxy-splice": HAProxySplice,
          "nginx": Nginx}
 

@@ -26,8 +26,8 @@ sys.path.insert(0, HERE)
 import work_split  # noqa: E402  (--profile's split of the samples by kind of work)
 
 from proxies import (  # noqa: E402  (the proxies and the /proc readings)
-    CLK_TCK, GIB, KINDS, Ferry, FerryB, cpu_seconds, ksoftirqd_pids, machine, machine_busy,
-    memory_kib, open_fds, prioritize)
+    CLK_TCK, GIB, KINDS, cpu_seconds, ksoftirqd_pids, machine, machine_busy,
+    memory_kib, open_fds, prioritize, use_builds)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -199,12 +199,26 @@ def worker_section(a, w, per, idle_w):
         return lines + [""]
     lines += ["", "### ferry against each peer", "",
               "Targets: >= 1.3x on 64 KiB GiB per CPU second; <= 4096 RSS bytes per idle "
-              "connection (absolute, in the table above).", "",
-              "| figure | " + " | ".join(f"ferry/{p}" for p in peers) + " |",
-              "|---|" + "---:|" * len(peers)]
+              "connection (absolute, in the table above).", ""]
+    lines += against(per, "ferry", peers, idle_w)
+    floors = [p for p in peers if p.startswith("floor-")]
+    others = [p for p in peers if not p.startswith("floor-") and p != "ferry-b"]
+    for floor in floors:
+        if others:
+            lines += ["", f"### {floor} against each peer", "",
+                      "What a proxy that only moves the bytes reaches against the peers: no proxy "
+                      "of its kind gets further on this kernel.", ""]
+            lines += against(per, floor, others, {})
+    return lines + [""]
+
+
+def against(per, subject, peers, idle_w):
+    """The table of subject's figures over each peer's, per shape."""
+    lines = ["| figure | " + " | ".join(f"{subject}/{p}" for p in peers) + " |",
+             "|---|" + "---:|" * len(peers)]
 
     def row(label, shape, key):
-        f = key(representative(per[("ferry", shape)], shape)) if per.get(("ferry", shape)) else 0
+        f = key(representative(per[(subject, shape)], shape)) if per.get((subject, shape)) else 0
         cells = []
         for p in peers:
             v = key(representative(per[(p, shape)], shape)) if per.get((p, shape)) else 0
@@ -212,19 +226,19 @@ def worker_section(a, w, per, idle_w):
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
 
     for shape in ("64k@64", "64k@256"):
-        if per.get(("ferry", shape)):
+        if per.get((subject, shape)):
             row(f"{shape} GiB per CPU second", shape, gib_per_cpu_s)
             row(f"{shape} Gbps", shape, lambda r: r["gbps"])
-    if per.get(("ferry", "64b@256")):
+    if per.get((subject, "64b@256")):
         row("64b@256 requests/s", "64b@256", lambda r: r["requests_per_s"])
         row("64b@256 CPU per request (lower is better)", "64b@256",
             lambda r: r["cpu_us_per_request"])
         row("64b@256 p99 (lower is better)", "64b@256", lambda r: r["p99_us"])
-    if idle_w.get("ferry"):
-        f = idle_w["ferry"]["rss_bytes_per_conn"]
+    if idle_w.get(subject):
+        f = idle_w[subject]["rss_bytes_per_conn"]
         lines.append("| idle RSS per connection (lower is better) | " + " | ".join(
             ratio(f, idle_w.get(p, {}).get("rss_bytes_per_conn")) for p in peers) + " |")
-    return lines + [""]
+    return lines
 
 
 def summary(a, results, idle):
@@ -372,8 +386,7 @@ def main():
     a.proxies = a.proxies.split() + (["ferry-b"] if a.ferryd_b else [])
     a.workers = [int(w) for w in a.workers.split()]
     shapes = [s for s in SHAPES if s[0] in a.shapes.split()]
-    Ferry.binary = a.ferryd
-    FerryB.binary = a.ferryd_b
+    use_builds(a.ferryd, a.ferryd_b)
     a.version_lines = versions(a)  # the tree as it is when the run starts
     nofile = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
     maxconn = max(a.idle_connections, 1024) + 16  # HAProxy's cap; the loads need 256

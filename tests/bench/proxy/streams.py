@@ -158,8 +158,7 @@ def main():
     a.proxies = a.proxies.split() + (["ferry-b"] if a.ferryd_b else [])
     a.workers = [int(w) for w in a.workers.split()]
     a.shapes = a.shapes.split()
-    proxies.Ferry.binary = a.ferryd
-    proxies.FerryB.binary = a.ferryd_b
+    proxies.use_builds(a.ferryd, a.ferryd_b)
     cc_before = congestion_control()
     if a.congestion_control and a.congestion_control != cc_before:
         set_congestion_control(a.congestion_control)
