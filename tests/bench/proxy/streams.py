@@ -30,6 +30,32 @@ import proxies  # noqa: E402  (the proxies, /proc readings and the run's priorit
 SHAPES = [("up-P1", 1, False), ("up-P4", 4, False), ("down-P1", 1, True), ("down-P4", 4, True)]
 
 
+def server_connections(port):
+    """The open TCP connections on local port `port` (not listening, not in TIME-WAIT)."""
+    count = 0
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with open(table) as f:
+            next(f)
+            for line in f:
+                fields = line.split()
+                local, state = fields[1], fields[3]
+                if int(local.rsplit(":", 1)[1], 16) == port and state not in ("0A", "06"):
+                    count += 1
+    return count
+
+
+def await_server_idle(port, timeout=10.0):
+    """Waits until the iperf3 server has no connection left, so a new test is its only client."""
+    deadline = time.monotonic() + timeout
+    while server_connections(port):
+        if time.monotonic() > deadline:
+            held = subprocess.run(["ss", "-tanp", f"( sport = :{port} or dport = :{port} )"],
+                                  capture_output=True, text=True).stdout
+            raise RuntimeError(f"the iperf3 server on {port} still has connections after "
+                               f"{timeout:.0f} s:\n{held}")
+        time.sleep(0.01)
+
+
 def run_stream(a, port, streams, reverse, pids, server_pid):
     """One iperf3 client run through the proxy on `port`: Gbit received, the proxy's CPU, the
     iperf3 server's and the whole machine's."""
@@ -171,6 +197,7 @@ def main():
                               stderr=subprocess.DEVNULL)
     results = {w: {} for w in a.workers}
     raw = []
+    failed = True
     try:
         for rep in range(a.repeat):
             for w in a.workers:
@@ -179,6 +206,9 @@ def main():
                     proxy = proxies.KINDS[name](workdir, w, server_port, 1024, 4096)
                     try:
                         port = proxy.start()
+                        # start() made a connection to see the proxy listen, and the proxy
+                        # passed it on to the iperf3 server, which takes one client at a time.
+                        await_server_idle(server_port)
                         for shape, streams, reverse in SHAPES:
                             if shape not in a.shapes:
                                 continue
@@ -196,10 +226,15 @@ def main():
                             print("  " + text, flush=True)
                     finally:
                         proxy.stop()
+        failed = False
     finally:
         server.terminate()
         server.wait(timeout=10)
-        shutil.rmtree(workdir, ignore_errors=True)
+        if failed:
+            print(f"streams.py: a run failed; the proxies' configs and logs stay in {workdir}",
+                  file=sys.stderr)
+        else:
+            shutil.rmtree(workdir, ignore_errors=True)
         if congestion_control() != cc_before:
             set_congestion_control(cc_before)
     report(a, results, raw)
