@@ -154,13 +154,18 @@ class UringLoop {
         ++seen;
       }
       io_uring_cq_advance(&ring_, seen);
-      if (returned_ > 0) {
+      const bool buffers_back = returned_ > 0;
+      if (buffers_back) {
         io_uring_buf_ring_advance(br_, static_cast<int>(returned_));
         returned_ = 0;
-        rearm_starved();
       }
+      if (!starved_.empty()) rearm_starved(buffers_back);
     }
     io_uring_queue_exit(&ring_);
+    if (starved_total_ > 0) {
+      std::fprintf(stderr, "floor-proxy: %llu recvs found the buffer ring empty (ENOBUFS)\n",
+                   static_cast<unsigned long long>(starved_total_));
+    }
   }
 
  private:
@@ -323,6 +328,7 @@ class UringLoop {
         --c.ops;
         if (cqe.res < 0) {
           kill(id);
+          maybe_free(id);
         } else {
           if (fixed_files_) {
             for (const int fd : {c.cfd, c.bfd}) {
@@ -377,6 +383,7 @@ class UringLoop {
     } else if (cqe.res == -ENOBUFS && !c.dead) {
       dir.starved = true;
       starved_.push_back(tag(id, d, kRecv));
+      ++starved_total_;
     } else if (cqe.res == 0 && !c.dead) {
       if (!more) {
         dir.eof = true;
@@ -438,7 +445,8 @@ class UringLoop {
 
   void maybe_free(std::uint32_t id) {
     Conn& c = *conns_[id];
-    if (!c.dead || c.ops > 0 || c.cfd < 0) return;
+    // A direction still on starved_ keeps its Conn: rearm_starved() must not find the id reused.
+    if (!c.dead || c.ops > 0 || c.cfd < 0 || c.dir[0].starved || c.dir[1].starved) return;
     for (Dir& dir : c.dir) {
       while (dir.count > 0) pop(dir);
     }
@@ -453,13 +461,19 @@ class UringLoop {
     free_.push_back(id);
   }
 
-  void rearm_starved() {
+  // Recvs that found the ring empty start again once buffers came back; a pair that died while
+  // waiting is freed now.
+  void rearm_starved(bool buffers_back) {
     std::vector<std::uint64_t> todo;
     todo.swap(starved_);
     for (const std::uint64_t t : todo) {
       const auto id = static_cast<std::uint32_t>(t >> 8);
       const int d = static_cast<int>((t >> 4) & 15);
       Conn& c = *conns_[id];
+      if (!buffers_back && !c.dead) {
+        starved_.push_back(t);
+        continue;
+      }
       c.dir[d].starved = false;
       if (!c.dead && !c.dir[d].recv_armed && !c.dir[d].eof) arm_recv(id, d);
       maybe_free(id);
@@ -480,6 +494,7 @@ class UringLoop {
   std::vector<std::unique_ptr<Conn>> conns_;  // by id; a Conn never moves
   std::vector<std::uint32_t> free_;
   std::vector<std::uint64_t> starved_;
+  std::uint64_t starved_total_ = 0;  // recvs that found the ring empty, said at exit
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -507,11 +522,17 @@ class EpollLoop {
           continue;
         }
         const auto id = static_cast<std::uint32_t>(events[i].data.u64 >> 1);
-        if (conns_[id]->cfd < 0) continue;
-        // Either side's event may let either direction move: pump both.
-        pump(id, 0);
-        pump(id, 1);
-        if (conns_[id]->dead) close_conn(id);
+        const int side = static_cast<int>(events[i].data.u64 & 1);  // 0: client, 1: backend
+        Conn& c = *conns_[id];
+        if (c.cfd < 0) continue;
+        // Readable: the direction this socket feeds. Writable: the one it drains, if it holds
+        // bytes the socket could not take before.
+        if ((events[i].events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) != 0) pump(id, side);
+        const Dir& out = c.dir[side ^ 1];
+        if ((events[i].events & EPOLLOUT) != 0 && !c.dead && out.sent < out.have) {
+          pump(id, side ^ 1);
+        }
+        if (c.dead) close_conn(id);
       }
     }
     ::close(ep_);
@@ -548,11 +569,11 @@ class EpollLoop {
       }
       const std::uint32_t id = take_slot(conns_, free_);
       join(*conns_[id], cfd, bfd);
-      for (const int fd : {cfd, bfd}) {
+      for (const int side : {0, 1}) {
         epoll_event ev{};
         ev.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET;
-        ev.data.u64 = static_cast<std::uint64_t>(id) << 1;
-        ::epoll_ctl(ep_, EPOLL_CTL_ADD, fd, &ev);
+        ev.data.u64 = (static_cast<std::uint64_t>(id) << 1) | static_cast<std::uint64_t>(side);
+        ::epoll_ctl(ep_, EPOLL_CTL_ADD, side == 0 ? cfd : bfd, &ev);
       }
     }
   }

@@ -27,7 +27,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import proxies  # noqa: E402  (the proxies and /proc readings)
-import streams  # noqa: E402  (the congestion control switch)
+import streams  # noqa: E402  (the congestion control switch, awaiting the server idle)
 
 
 def voluntary_switches(pids):
@@ -76,6 +76,7 @@ def run(a):
     proxy = kind(workdir, a.workers, port, 1024, 4096)
     try:
         proxy_port = proxy.start()
+        streams.await_server_idle(port)  # start()'s probe reached the one-client server too
         pids = proxy.pids()
         for pid in pids:
             subprocess.run(["taskset", "-a", "-p", "-c", "1", str(pid)], capture_output=True)

@@ -388,9 +388,11 @@ class FerryRing512(FerryBigRing):
 
 
 class Floor(Proxy):
-    """floor-proxy (floor_proxy.cc): a forwarder that does nothing but move the bytes, the least a
-    proxy can cost on this kernel. Its ratio to a peer bounds what any proxy of its kind can reach
-    on a shape; ferry's distance to it is ferry's own work. Built beside ferryd (-Dbench=true)."""
+    """floor-proxy (floor_proxy.cc): a forwarder that does nothing but move the bytes. Its ratio to
+    a peer is what a proxy with no work of its own reaches on a shape, in the floor's way of
+    moving them (a proxy that moves them better, as ferry does on 64 KiB, gets further); ferry's
+    distance to it is ferry's own work plus how it moves them. Built beside ferryd
+    (-Dbench=true)."""
 
     name = "floor-uring"
     mode = "uring"

@@ -206,8 +206,9 @@ def worker_section(a, w, per, idle_w):
     for floor in floors:
         if others:
             lines += ["", f"### {floor} against each peer", "",
-                      "What a proxy that only moves the bytes reaches against the peers: no proxy "
-                      "of its kind gets further on this kernel.", ""]
+                      "What a forwarder with no work of its own reaches against the peers, in its "
+                      "way of moving the bytes (a proxy that moves them better can get further).",
+                      ""]
             lines += against(per, floor, others, {})
     return lines + [""]
 

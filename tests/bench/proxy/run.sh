@@ -15,7 +15,7 @@ root=$(cd "$here/../../.." && pwd)
 build=${1:-$root/build-bench-proxy}
 [ -f "$build/build.ninja" ] || meson setup "$build" -Dbench=true
 meson configure "$build" -Dbench=true >/dev/null
-meson compile -C "$build" -j 2 proxy-load proxy-backend daemon/ferryd >/dev/null
+meson compile -C "$build" -j 2 proxy-load proxy-backend floor-proxy daemon/ferryd >/dev/null
 
 # A packaged (or forgotten) haproxy/nginx would share the cores and blur the figures.
 if pgrep -a -x haproxy || pgrep -a -x nginx; then

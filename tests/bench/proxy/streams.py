@@ -30,16 +30,23 @@ import proxies  # noqa: E402  (the proxies, /proc readings and the run's priorit
 SHAPES = [("up-P1", 1, False), ("up-P4", 4, False), ("down-P1", 1, True), ("down-P4", 4, True)]
 
 
+# /proc/net/tcp states of a connection the iperf3 server still holds open: ESTABLISHED,
+# SYN_RECV, CLOSE_WAIT. (Orphans in FIN_WAIT, CLOSING or LAST_ACK it has already closed.)
+HELD_STATES = ("01", "03", "08")
+
+
 def server_connections(port):
-    """The open TCP connections on local port `port` (not listening, not in TIME-WAIT)."""
+    """The connections on local port `port` that the server still holds open."""
     count = 0
     for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        if not os.path.exists(table):
+            continue
         with open(table) as f:
             next(f)
             for line in f:
                 fields = line.split()
                 local, state = fields[1], fields[3]
-                if int(local.rsplit(":", 1)[1], 16) == port and state not in ("0A", "06"):
+                if int(local.rsplit(":", 1)[1], 16) == port and state in HELD_STATES:
                     count += 1
     return count
 

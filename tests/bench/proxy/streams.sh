@@ -14,6 +14,11 @@ here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../../.." && pwd)
 build=${1:-$root/build}
 [ -x "$build/daemon/ferryd" ] || { echo "streams.sh: no $build/daemon/ferryd; build it first" >&2; exit 1; }
+case " ${PROXIES:-} " in
+  *" floor-"*) [ -x "$build/tests/bench/proxy/floor-proxy" ] || {
+    echo "streams.sh: the floor kinds need $build/tests/bench/proxy/floor-proxy (meson configure -Dbench=true, then build it)" >&2
+    exit 1; } ;;
+esac
 command -v iperf3 >/dev/null || { echo "streams.sh: iperf3 missing (apt-get install iperf3)" >&2; exit 1; }
 if pgrep -a -x haproxy || pgrep -a -x nginx || pgrep -a -x iperf3; then
   echo "streams.sh: stop the haproxy/nginx/iperf3 processes above first (they are not this benchmark's)" >&2
