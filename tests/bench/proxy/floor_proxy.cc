@@ -9,15 +9,15 @@
 //                  returned when it ends. --fixed-files: recvs and sends name each socket by its
 //                  slot in the ring's registered file table (registered at connect, one syscall
 //                  per socket), so no request takes the fd table's reference.
-//   --mode epoll   one edge-triggered epoll per thread, both directions registered once for
-//                  reading and writing, one 16 KiB buffer per direction, read then write.
+//   --mode epoll   one edge-triggered epoll per thread, both sockets registered once for
+//                  reading and writing, one 16 KiB buffer per direction, read then write; an
+//                  event moves only the direction it concerns.
 //
 // Each thread has its own SO_REUSEPORT listener; prints "port N" once all listen.
 #include <arpa/inet.h>
 #include <liburing.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <signal.h>
 #include <sys/epoll.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
@@ -25,7 +25,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
@@ -34,12 +33,17 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
+
+#include "../common/bench_server.hh"
 
 namespace {
 
-std::atomic<bool> g_stop{false};
+using ferry_bench::g_stop;
 
+// As ferry_bench::die(), with the error given rather than read from errno: io_uring returns it
+// as -rc.
 [[noreturn]] void die(const char* what, int err) {
   std::fprintf(stderr, "floor-proxy: %s: %s\n", what, std::strerror(err));
   std::exit(1);
@@ -55,17 +59,22 @@ void usage() {
 constexpr std::size_t kBufferBytes = 16 * 1024;
 constexpr int kMaxIov = 32;
 
+sockaddr_in loopback(int port) {
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(static_cast<std::uint16_t>(port));
+  return addr;
+}
+
 int listen_reuseport(int port) {
   const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0) die("socket", errno);
   int one = 1;
   ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
   ::setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one));
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = htons(static_cast<std::uint16_t>(port));
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) die("bind", errno);
+  const sockaddr_in addr = loopback(port);
+  if (::bind(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) != 0) die("bind", errno);
   if (::listen(fd, 4096) != 0) die("listen", errno);
   return fd;
 }
@@ -75,14 +84,6 @@ int bound_port(int fd) {
   socklen_t len = sizeof(addr);
   ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
   return ntohs(addr.sin_port);
-}
-
-sockaddr_in backend_address(int port) {
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = htons(static_cast<std::uint16_t>(port));
-  return addr;
 }
 
 void set_nodelay(int fd) {
@@ -116,6 +117,17 @@ void join(Conn& c, int cfd, int bfd) {
   c.dir[1].dst = cfd;
 }
 
+// Closes a pair's sockets and frees its slot for take_slot().
+template <class Conn>
+void release(std::vector<std::unique_ptr<Conn>>& conns, std::vector<std::uint32_t>& free,
+             std::uint32_t id) {
+  Conn& c = *conns[id];
+  ::close(c.cfd);
+  ::close(c.bfd);
+  c.cfd = c.bfd = -1;
+  free.push_back(id);
+}
+
 // ---------------------------------------------------------------------------------------------
 // io_uring
 
@@ -123,7 +135,7 @@ class UringLoop {
  public:
   UringLoop(int listener, int backend_port, unsigned buffers, bool fixed_files)
       : listener_(listener),
-        backend_(backend_address(backend_port)),
+        backend_(loopback(backend_port)),
         buffer_count_(buffers),
         fixed_files_(fixed_files) {}
 
@@ -135,14 +147,15 @@ class UringLoop {
     if (rc < 0) die("io_uring_queue_init_params", -rc);
     setup_buffers();
     if (fixed_files_) {
+      // A socket's slot is its fd, so the table covers every fd the process may have.
       rlimit nofile{};
       ::getrlimit(RLIMIT_NOFILE, &nofile);
-      file_slots_ = static_cast<unsigned>(std::min<rlim_t>(nofile.rlim_cur, 65536));
-      rc = io_uring_register_files_sparse(&ring_, file_slots_);
+      const auto slots = static_cast<unsigned>(std::min<rlim_t>(nofile.rlim_cur, 65536));
+      rc = io_uring_register_files_sparse(&ring_, slots);
       if (rc < 0) die("io_uring_register_files_sparse", -rc);
     }
     arm_accept();
-    while (!g_stop.load(std::memory_order_relaxed)) {
+    while (!g_stop) {
       __kernel_timespec ts{0, 200'000'000};
       io_uring_cqe* cqe = nullptr;
       rc = io_uring_submit_and_wait_timeout(&ring_, &cqe, 1, &ts, nullptr);
@@ -226,11 +239,9 @@ class UringLoop {
     data_ = static_cast<char*>(::mmap(nullptr, buffer_count_ * kBufferBytes, PROT_READ | PROT_WRITE,
                                       MAP_ANONYMOUS | MAP_PRIVATE, -1, 0));
     if (data_ == MAP_FAILED) die("mmap", errno);
-    for (unsigned i = 0; i < buffer_count_; ++i) {
-      io_uring_buf_ring_add(br_, data_ + i * kBufferBytes, kBufferBytes, static_cast<uint16_t>(i),
-                            io_uring_buf_ring_mask(buffer_count_), static_cast<int>(i));
-    }
-    io_uring_buf_ring_advance(br_, static_cast<int>(buffer_count_));
+    for (unsigned i = 0; i < buffer_count_; ++i) give_back(static_cast<std::uint16_t>(i));
+    io_uring_buf_ring_advance(br_, static_cast<int>(returned_));
+    returned_ = 0;
     next_.assign(buffer_count_, -1);
     len_.assign(buffer_count_, 0);
   }
@@ -330,13 +341,7 @@ class UringLoop {
           kill(id);
           maybe_free(id);
         } else {
-          if (fixed_files_) {
-            for (const int fd : {c.cfd, c.bfd}) {
-              const int rc =
-                  io_uring_register_files_update(&ring_, static_cast<unsigned>(fd), &fd, 1);
-              if (rc < 0) die("io_uring_register_files_update", -rc);
-            }
-          }
+          if (fixed_files_) register_pair(c, true);
           arm_recv(id, 0);
           arm_recv(id, 1);
         }
@@ -382,7 +387,7 @@ class UringLoop {
       if (!more && !c.dead) arm_recv(id, d);
     } else if (cqe.res == -ENOBUFS && !c.dead) {
       dir.starved = true;
-      starved_.push_back(tag(id, d, kRecv));
+      starved_.emplace_back(id, d);
       ++starved_total_;
     } else if (cqe.res == 0 && !c.dead) {
       if (!more) {
@@ -450,28 +455,28 @@ class UringLoop {
     for (Dir& dir : c.dir) {
       while (dir.count > 0) pop(dir);
     }
-    if (fixed_files_) {
-      const int none[2] = {-1, -1};
-      io_uring_register_files_update(&ring_, static_cast<unsigned>(c.cfd), none, 1);
-      io_uring_register_files_update(&ring_, static_cast<unsigned>(c.bfd), none, 1);
+    if (fixed_files_) register_pair(c, false);
+    release(conns_, free_, id);
+  }
+
+  // --fixed-files: the pair's sockets take their slots (a socket's slot is its fd), or leave them.
+  void register_pair(const Conn& c, bool take) {
+    for (const int fd : {c.cfd, c.bfd}) {
+      const int value = take ? fd : -1;
+      const int rc = io_uring_register_files_update(&ring_, static_cast<unsigned>(fd), &value, 1);
+      if (rc < 0 && take) die("io_uring_register_files_update", -rc);
     }
-    ::close(c.cfd);
-    ::close(c.bfd);
-    c.cfd = c.bfd = -1;
-    free_.push_back(id);
   }
 
   // Recvs that found the ring empty start again once buffers came back; a pair that died while
   // waiting is freed now.
   void rearm_starved(bool buffers_back) {
-    std::vector<std::uint64_t> todo;
+    std::vector<std::pair<std::uint32_t, int>> todo;
     todo.swap(starved_);
-    for (const std::uint64_t t : todo) {
-      const auto id = static_cast<std::uint32_t>(t >> 8);
-      const int d = static_cast<int>((t >> 4) & 15);
+    for (const auto& [id, d] : todo) {
       Conn& c = *conns_[id];
       if (!buffers_back && !c.dead) {
-        starved_.push_back(t);
+        starved_.emplace_back(id, d);
         continue;
       }
       c.dir[d].starved = false;
@@ -484,7 +489,6 @@ class UringLoop {
   sockaddr_in backend_;
   unsigned buffer_count_;
   bool fixed_files_;
-  unsigned file_slots_ = 0;  // with --fixed-files: a socket's slot is its fd, below the fd limit
   io_uring ring_{};
   io_uring_buf_ring* br_ = nullptr;
   char* data_ = nullptr;
@@ -493,7 +497,7 @@ class UringLoop {
   unsigned returned_ = 0;
   std::vector<std::unique_ptr<Conn>> conns_;  // by id; a Conn never moves
   std::vector<std::uint32_t> free_;
-  std::vector<std::uint64_t> starved_;
+  std::vector<std::pair<std::uint32_t, int>> starved_;  // (pair id, direction)
   std::uint64_t starved_total_ = 0;  // recvs that found the ring empty, said at exit
 };
 
@@ -503,7 +507,7 @@ class UringLoop {
 class EpollLoop {
  public:
   EpollLoop(int listener, int backend_port)
-      : listener_(listener), backend_(backend_address(backend_port)) {}
+      : listener_(listener), backend_(loopback(backend_port)) {}
 
   void run() {
     ep_ = ::epoll_create1(EPOLL_CLOEXEC);
@@ -513,7 +517,7 @@ class EpollLoop {
     ev.data.u64 = kListener;
     if (::epoll_ctl(ep_, EPOLL_CTL_ADD, listener_, &ev) != 0) die("epoll_ctl", errno);
     epoll_event events[256];
-    while (!g_stop.load(std::memory_order_relaxed)) {
+    while (!g_stop) {
       const int n = ::epoll_wait(ep_, events, 256, 200);
       if (n < 0 && errno != EINTR) die("epoll_wait", errno);
       for (int i = 0; i < n; ++i) {
@@ -532,7 +536,7 @@ class EpollLoop {
         if ((events[i].events & EPOLLOUT) != 0 && !c.dead && out.sent < out.have) {
           pump(id, side ^ 1);
         }
-        if (c.dead) close_conn(id);
+        if (c.dead) release(conns_, free_, id);
       }
     }
     ::close(ep_);
@@ -623,14 +627,6 @@ class EpollLoop {
     return true;
   }
 
-  void close_conn(std::uint32_t id) {
-    Conn& c = *conns_[id];
-    ::close(c.cfd);
-    ::close(c.bfd);
-    c.cfd = c.bfd = -1;
-    free_.push_back(id);
-  }
-
   int listener_;
   sockaddr_in backend_;
   int ep_ = -1;
@@ -669,9 +665,7 @@ int main(int argc, char** argv) {
       (buffers & (buffers - 1)) != 0 || buffers > 32768) {
     usage();
   }
-  signal(SIGTERM, [](int) { g_stop = true; });
-  signal(SIGINT, [](int) { g_stop = true; });
-  signal(SIGPIPE, SIG_IGN);
+  ferry_bench::stop_on_signals();
 
   std::vector<int> listeners;
   listeners.push_back(listen_reuseport(port));
