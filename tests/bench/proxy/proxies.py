@@ -128,6 +128,14 @@ def prioritize(nice):
     os.nice(nice)
 
 
+def reported_port(proc, what):
+    """The port a bench tool (proxy-backend, floor-proxy) prints first, as "port N"."""
+    line = proc.stdout.readline().split()
+    if len(line) != 2 or line[0] != "port":
+        raise RuntimeError(f"{what} did not report its port (it printed {' '.join(line)!r})")
+    return int(line[1])
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -409,10 +417,10 @@ class Floor(Proxy):
                                          + self.args,
                                          stdout=subprocess.PIPE, stderr=log, text=True,
                                          stdin=subprocess.DEVNULL)
-        line = self.proc.stdout.readline().split()
-        if len(line) != 2 or line[0] != "port":
-            raise RuntimeError(f"floor-proxy did not report its port: {self.log()}")
-        self.port = int(line[1])
+        try:
+            self.port = reported_port(self.proc, "floor-proxy")
+        except RuntimeError as e:
+            raise RuntimeError(f"{e}: {self.log()}") from e
         self.wait_listening()
         return self.port
 

@@ -27,7 +27,7 @@ import work_split  # noqa: E402  (--profile's split of the samples by kind of wo
 
 from proxies import (  # noqa: E402  (the proxies and the /proc readings)
     CLK_TCK, GIB, KINDS, cpu_seconds, ksoftirqd_pids, machine, machine_busy,
-    memory_kib, open_fds, prioritize, use_builds)
+    memory_kib, open_fds, prioritize, reported_port, use_builds)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -401,8 +401,7 @@ def main():
     unavailable = {}
     raw = []
     try:
-        line = backend.stdout.readline().split()
-        backend_port = int(line[1])
+        backend_port = reported_port(backend, "proxy-backend")
         if a.profile:
             profile(a, shapes, workdir, backend, backend_port, maxconn, nofile)
             return

@@ -25,6 +25,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import proxies  # noqa: E402  (the proxies, /proc readings and the run's priority)
+from harness import TestFailure, wait_until  # noqa: E402  (on the path proxies puts it on)
 
 # (shape, parallel streams, reverse)
 SHAPES = [("up-P1", 1, False), ("up-P4", 4, False), ("down-P1", 1, True), ("down-P4", 4, True)]
@@ -53,14 +54,13 @@ def server_connections(port):
 
 def await_server_idle(port, timeout=10.0):
     """Waits until the iperf3 server has no connection left, so a new test is its only client."""
-    deadline = time.monotonic() + timeout
-    while server_connections(port):
-        if time.monotonic() > deadline:
-            held = subprocess.run(["ss", "-tanp", f"( sport = :{port} or dport = :{port} )"],
-                                  capture_output=True, text=True).stdout
-            raise RuntimeError(f"the iperf3 server on {port} still has connections after "
-                               f"{timeout:.0f} s:\n{held}")
-        time.sleep(0.01)
+    try:
+        wait_until(lambda: server_connections(port) == 0, timeout,
+                   f"the iperf3 server on {port} to hold no connection", interval=0.01)
+    except TestFailure as e:
+        held = subprocess.run(["ss", "-tanp", f"( sport = :{port} or dport = :{port} )"],
+                              capture_output=True, text=True).stdout
+        raise RuntimeError(f"{e}:\n{held}") from e
 
 
 def run_stream(a, port, streams, reverse, pids, server_pid):
