@@ -44,24 +44,13 @@ def voluntary_switches(pids):
 
 def configured_kind(kind, buffers, proxy):
     """The bench kind, or a ferry kind whose config sections are replaced."""
-    if buffers is None and proxy is None:
-        return proxies.KINDS[kind]
     base = proxies.KINDS[kind]
-
-    class Configured(base):
-        def write(self, template, name):
-            path = super().write(template, name)
-            with open(path) as f:
-                cfg = json.loads("\n".join(l for l in f if not l.lstrip().startswith("//")))
-            if buffers is not None:
-                cfg["tcp"]["buffers"] = buffers
-            if proxy is not None:
-                cfg["tcp"]["proxy"] = proxy
-            with open(path, "w") as f:
-                json.dump(cfg, f, indent=2)
-            return path
-
-    return Configured
+    sections = {k: v for k, v in (("buffers", buffers), ("proxy", proxy)) if v is not None}
+    if not sections:
+        return base
+    if not issubclass(base, proxies.Ferry):
+        raise SystemExit(f"pinned.py: --buffers and --proxy configure ferry; {kind} is not ferry")
+    return type("Configured", (base,), {"tcp_sections": {**base.tcp_sections, **sections}})
 
 
 def run(a):

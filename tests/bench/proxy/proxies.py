@@ -297,6 +297,17 @@ class Ferry(Proxy):
     name = "ferry"
     binary = None
     env = {}  # added to ferryd's environment
+    tcp_sections = {}  # sections of the config's "tcp" object to replace: name -> value
+
+    def write(self, template, name):
+        path = super().write(template, name)
+        if self.tcp_sections:
+            with open(path) as f:
+                cfg = json.loads("\n".join(l for l in f if not l.lstrip().startswith("//")))
+            cfg["tcp"].update(self.tcp_sections)
+            with open(path, "w") as f:
+                json.dump(cfg, f, indent=2)
+        return path
 
     def start(self):
         self.port = free_port()
@@ -336,24 +347,15 @@ class FerryBigRing(Ferry):
     runtime's 64 KiB credit per armed recv, 1024 recvs per worker instead of 64."""
 
     name = "ferry-ring4096"
-    buffers = {"count": 4096}
-
-    def write(self, template, name):
-        path = super().write(template, name)
-        with open(path) as f:
-            cfg = json.loads("\n".join(l for l in f if not l.lstrip().startswith("//")))
-        cfg["tcp"]["buffers"] = dict(self.buffers)
-        with open(path, "w") as f:
-            json.dump(cfg, f, indent=2)
-        return path
+    tcp_sections = {"buffers": {"count": 4096}}
 
 
-class FerryNoCredit(FerryBigRing):
+class FerryNoCredit(Ferry):
     """ferry with the ring credit off (tcp.buffers.recv_credit_bytes 0): a recv may take the whole
     ring and parks on ENOBUFS, the behaviour before the credit was on by default."""
 
     name = "ferry-nocredit"
-    buffers = {"recv_credit_bytes": 0}
+    tcp_sections = {"buffers": {"recv_credit_bytes": 0}}
 
 
 class FerryB(Ferry):
@@ -371,12 +373,12 @@ class FerryNoStreamGrowth(Ferry):
     env = {"FERRY_URING_NO_STREAM_GROWTH": "1"}
 
 
-class FerryRing64(FerryBigRing):
+class FerryRing64(Ferry):
     """ferry with tcp.buffers.count 64 (1 MiB of 16 KiB buffers per worker): the buffers the
     kernel cycles through in order stay few enough to be in cache when they are reused."""
 
     name = "ferry-ring64"
-    buffers = {"count": 64}
+    tcp_sections = {"buffers": {"count": 64}}
 
 
 class FerryNoDeferTaskrun(Ferry):
@@ -387,12 +389,12 @@ class FerryNoDeferTaskrun(Ferry):
     env = {"FERRY_URING_NO_DEFER_TASKRUN": "1"}
 
 
-class FerryRing512(FerryBigRing):
+class FerryRing512(Ferry):
     """ferry with tcp.buffers.count 512 (8 MiB of 16 KiB buffers per worker): room for four
     streams' recvs of the whole 1 MiB high-water mark at once."""
 
     name = "ferry-ring512"
-    buffers = {"count": 512}
+    tcp_sections = {"buffers": {"count": 512}}
 
 
 class Floor(Proxy):
